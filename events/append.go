@@ -1,0 +1,85 @@
+package events
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Applier updates projections inside the transaction that appends evs.
+type Applier func(ctx context.Context, tx *sqlx.Tx, evs []Event) error
+
+// Append writes recs as the next events of runID and runs apply in the same
+// transaction; nothing is visible unless both succeed. It returns the stored
+// events with their seq and hashes.
+func (db *DB) Append(ctx context.Context, runID string, recs []Record, apply Applier) ([]Event, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	evs, err := db.appendLocked(ctx, runID, recs, apply)
+	if err != nil {
+		delete(db.tips, runID) // re-read the tip next time
+		return nil, err
+	}
+	db.tips[runID] = tip{seq: evs[len(evs)-1].Seq, hash: evs[len(evs)-1].Hash}
+	return evs, nil
+}
+
+func (db *DB) appendLocked(ctx context.Context, runID string, recs []Record, apply Applier) ([]Event, error) {
+	tx, err := db.x.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, &Error{Op: "append: begin", Path: db.path, Err: classify(err)}
+	}
+	defer func() { _ = tx.Rollback() }()
+	t, ok := db.tips[runID]
+	if !ok {
+		t, err = readTip(ctx, tx, runID)
+		if err != nil {
+			return nil, &Error{Op: "append: read tip", Path: db.path, Err: classify(err)}
+		}
+	}
+	now := db.Now().UTC().Format(time.RFC3339Nano)
+	evs := make([]Event, 0, len(recs))
+	stmt, err := tx.PreparexContext(ctx, `INSERT INTO events (run_id, seq, stream, type, payload, created_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return nil, &Error{Op: "append: prepare", Path: db.path, Err: classify(err)}
+	}
+	defer stmt.Close()
+	for _, r := range recs {
+		payload, err := marshalPayload(r.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("append %s: encode payload: %w", r.Type, err)
+		}
+		e := Event{RunID: runID, Seq: t.seq + 1, Stream: r.Stream, Type: r.Type, Payload: payload, CreatedAt: now, PrevHash: t.hash}
+		e.Hash = ComputeHash(e.PrevHash, e.RunID, e.Seq, e.Stream, e.Type, e.Payload)
+		if _, err := stmt.ExecContext(ctx, e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt, e.PrevHash, e.Hash); err != nil {
+			return nil, &Error{Op: fmt.Sprintf("append %s seq %d", e.Type, e.Seq), Path: db.path, Err: classify(err)}
+		}
+		t = tip{seq: e.Seq, hash: e.Hash}
+		evs = append(evs, e)
+	}
+	if apply != nil {
+		if err := apply(ctx, tx, evs); err != nil {
+			return nil, fmt.Errorf("append: project: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, &Error{Op: "append: commit", Path: db.path, Err: classify(err)}
+	}
+	return evs, nil
+}
+
+func readTip(ctx context.Context, tx *sqlx.Tx, runID string) (tip, error) {
+	var t tip
+	err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID).Scan(&t.seq, &t.hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return tip{}, nil
+	}
+	return t, err
+}

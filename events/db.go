@@ -1,0 +1,185 @@
+package events
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+
+	"github.com/agentctl/agentctl/migrations"
+)
+
+// Durability says how hard a commit waits for the disk.
+type Durability string
+
+const (
+	// DurabilityFull fsyncs every commit (synchronous=FULL): the default.
+	DurabilityFull Durability = "full"
+	// DurabilityNormal is the explicit opt-out (synchronous=NORMAL in WAL mode:
+	// a power loss may drop the last commits, never corrupt the log).
+	DurabilityNormal Durability = "normal"
+)
+
+// DefaultBusyTimeout is how long a writer waits for another process's lock.
+const DefaultBusyTimeout = 10 * time.Second
+
+// Options tune Open; the zero value is full durability and a 10 s busy timeout.
+type Options struct {
+	Durability  Durability
+	BusyTimeout time.Duration
+	// ReadOnly opens an existing database without migrating it.
+	ReadOnly bool
+}
+
+// Error is a storage failure; the CLI maps it to exit code 5.
+type Error struct {
+	Op   string
+	Path string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Path != "" {
+		return fmt.Sprintf("storage: %s %s: %v", e.Op, e.Path, e.Err)
+	}
+	return fmt.Sprintf("storage: %s: %v", e.Op, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrBusy means another writer held the database past the busy timeout.
+var ErrBusy = errors.New("database is locked by another writer")
+
+// DB is the event log over one SQLite file. It is safe for concurrent use;
+// writes are serialised inside the process and by SQLite across processes.
+type DB struct {
+	x    *sqlx.DB
+	path string
+	// Now stamps created_at; tests may replace it.
+	Now func() time.Time
+
+	wmu  sync.Mutex
+	tips map[string]tip
+}
+
+type tip struct {
+	seq  int64
+	hash string
+}
+
+// Open opens (creating if needed) the database at path, refuses a schema
+// newer than this binary before touching the file, and migrates it.
+func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	if opts.Durability == "" {
+		opts.Durability = DurabilityFull
+	}
+	if opts.BusyTimeout == 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
+	}
+	syncMode := "FULL"
+	switch opts.Durability {
+	case DurabilityFull:
+	case DurabilityNormal:
+		syncMode = "NORMAL"
+	default:
+		return nil, &Error{Op: "open", Path: path, Err: fmt.Errorf("unknown durability %q (want full or normal)", opts.Durability)}
+	}
+	if _, err := os.Stat(path); err == nil {
+		if err := checkExisting(ctx, path); err != nil {
+			return nil, err
+		}
+	} else if opts.ReadOnly {
+		return nil, &Error{Op: "open", Path: path, Err: fmt.Errorf("no database: %w", err)}
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
+	q.Set("_foreign_keys", "on")
+	q.Set("_txlock", "immediate")
+	if opts.ReadOnly {
+		q.Set("mode", "ro")
+	} else {
+		q.Set("_journal_mode", "WAL")
+		q.Set("_synchronous", syncMode)
+	}
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	x, err := sqlx.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, &Error{Op: "open", Path: path, Err: err}
+	}
+	db := &DB{x: x, path: path, Now: time.Now, tips: map[string]tip{}}
+	if err := db.init(ctx, opts.ReadOnly); err != nil {
+		_ = x.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// checkExisting reads the schema version through a read-only connection so
+// that a newer or foreign file is refused without a single byte changing.
+func checkExisting(ctx context.Context, path string) error {
+	ro, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return &Error{Op: "open", Path: path, Err: err}
+	}
+	defer ro.Close()
+	v, err := migrations.Version(ctx, ro)
+	if err != nil {
+		return &Error{Op: "open", Path: path, Err: classify(err)}
+	}
+	if err := migrations.CheckVersion(v); err != nil {
+		return &Error{Op: "open", Path: path, Err: err}
+	}
+	return nil
+}
+
+func (db *DB) init(ctx context.Context, readOnly bool) error {
+	if !readOnly {
+		var mode string
+		if err := db.x.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+			return &Error{Op: "open", Path: db.path, Err: classify(err)}
+		}
+		if mode != "wal" {
+			return &Error{Op: "open", Path: db.path, Err: fmt.Errorf("journal_mode is %q, want wal", mode)}
+		}
+		if _, _, err := migrations.Apply(ctx, db.x.DB); err != nil {
+			return &Error{Op: "migrate", Path: db.path, Err: classify(err)}
+		}
+		return nil
+	}
+	v, err := migrations.Version(ctx, db.x.DB)
+	if err != nil {
+		return &Error{Op: "open", Path: db.path, Err: classify(err)}
+	}
+	if v != migrations.Latest {
+		return &Error{Op: "open", Path: db.path, Err: fmt.Errorf("schema version %d, want %d (open it read-write once to migrate)", v, migrations.Latest)}
+	}
+	return nil
+}
+
+// Close closes the database.
+func (db *DB) Close() error { return db.x.Close() }
+
+// Path is the file the database lives in.
+func (db *DB) Path() string { return db.path }
+
+// SQL exposes the handle to packages that fold or read projections.
+func (db *DB) SQL() *sqlx.DB { return db.x }
+
+// classify turns SQLite's busy/locked codes into ErrBusy, by code, not text.
+func classify(err error) error {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.Code {
+		case sqlite3.ErrBusy, sqlite3.ErrLocked:
+			return fmt.Errorf("%w: %v", ErrBusy, err)
+		}
+	}
+	return err
+}

@@ -1,0 +1,203 @@
+package events_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/migrations"
+)
+
+func mustOpen(tb testing.TB, path string) *events.DB {
+	tb.Helper()
+	db, err := events.Open(context.Background(), path, events.Options{})
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	tb.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func appendN(tb testing.TB, db *events.DB, run string, n int) {
+	tb.Helper()
+	for i := 0; i < n; i++ {
+		_, err := db.Append(context.Background(), run, []events.Record{{Stream: "run", Type: "test.step", Payload: map[string]int{"i": i}}}, nil)
+		if err != nil {
+			tb.Fatalf("append: %v", err)
+		}
+	}
+}
+
+func TestOpen_FreshDatabaseIsAtLatest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	db := mustOpen(t, path)
+	v, err := migrations.Version(context.Background(), db.SQL().DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != 13 || migrations.Latest != 13 {
+		t.Fatalf("version = %d (Latest %d), want 13", v, migrations.Latest)
+	}
+	for _, table := range []string{"events", "protocol_sessions", "protocol_calls", "runs", "tasks"} {
+		var n int
+		if err := db.SQL().Get(&n, `SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name=?`, table); err != nil || n != 1 {
+			t.Errorf("table %s missing (n=%d, err=%v)", table, n, err)
+		}
+	}
+	var mode string
+	if err := db.SQL().Get(&mode, "PRAGMA journal_mode"); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode = %q, %v", mode, err)
+	}
+}
+
+func TestOpen_RefusesNewerSchemaUntouched(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "new.db")
+	raw, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec("CREATE TABLE x(a); PRAGMA user_version = 14"); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	before, _ := os.ReadFile(path)
+	_, err = events.Open(context.Background(), path, events.Options{})
+	if !errors.Is(err, migrations.ErrNewerSchema) {
+		t.Fatalf("err = %v, want ErrNewerSchema", err)
+	}
+	var se *events.Error
+	if !errors.As(err, &se) {
+		t.Fatalf("err %T is not *events.Error", err)
+	}
+	if !strings.Contains(err.Error(), "14") || !strings.Contains(err.Error(), "13") {
+		t.Errorf("error should name both versions: %v", err)
+	}
+	after, _ := os.ReadFile(path)
+	if !bytes.Equal(before, after) {
+		t.Fatal("database file changed")
+	}
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		t.Fatal("a WAL file was created")
+	}
+}
+
+func TestOpen_CorruptFileIsStorageError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.db")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("not a database "), 500), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := events.Open(context.Background(), path, events.Options{})
+	var se *events.Error
+	if !errors.As(err, &se) {
+		t.Fatalf("err = %v (%T), want *events.Error", err, err)
+	}
+}
+
+func TestEvents_AppendOnly(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
+	appendN(t, db, "run-1", 3)
+	for _, stmt := range []string{
+		`UPDATE events SET payload = '{}' WHERE run_id = 'run-1' AND seq = 2`,
+		`DELETE FROM events WHERE run_id = 'run-1'`,
+	} {
+		_, err := db.SQL().Exec(stmt)
+		if err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("%s: err = %v, want append-only refusal", stmt, err)
+		}
+	}
+	// A gap in seq is refused by the database too.
+	_, err := db.SQL().Exec(`INSERT INTO events VALUES ('run-1', 9, 'run', 'x', '{}', 'now', '', '')`)
+	if err == nil || !strings.Contains(err.Error(), "dense") {
+		t.Errorf("gap insert: err = %v, want dense refusal", err)
+	}
+}
+
+func TestEvents_DenseSeqAndChain(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
+	appendN(t, db, "run-a", 5)
+	appendN(t, db, "run-b", 2)
+	_, err := db.Append(context.Background(), "run-a", []events.Record{
+		{Stream: "run", Type: "batch.one"}, {Stream: "run", Type: "batch.two"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := db.Events(context.Background(), "run-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 7 {
+		t.Fatalf("len = %d, want 7", len(evs))
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("seq[%d] = %d", i, e.Seq)
+		}
+	}
+	if err := events.Verify(evs); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	n, err := db.VerifyRun(context.Background(), "run-b")
+	if err != nil || n != 2 {
+		t.Fatalf("VerifyRun = %d, %v", n, err)
+	}
+}
+
+func TestEvents_FailedApplyLeavesNothing(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
+	appendN(t, db, "run-1", 1)
+	boom := errors.New("boom")
+	_, err := db.Append(context.Background(), "run-1", []events.Record{{Stream: "run", Type: "x"}}, func(context.Context, *sqlxTx, []events.Event) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	appendN(t, db, "run-1", 1)
+	n, err := db.VerifyRun(context.Background(), "run-1")
+	if err != nil || n != 2 {
+		t.Fatalf("VerifyRun = %d, %v; want 2 events", n, err)
+	}
+}
+
+func TestEvents_TamperBreaksChainAtSeq(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.db")
+	db := mustOpen(t, path)
+	appendN(t, db, "run-1", 6)
+	db.Close()
+
+	// Tamper with a copy whose triggers were dropped (the real file refuses).
+	cp := filepath.Join(dir, "copy.db")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite3", cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`DROP TRIGGER events_no_update`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`UPDATE events SET payload = '{"i":9}' WHERE run_id='run-1' AND seq=4`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	tampered := mustOpen(t, cp)
+	_, err = tampered.VerifyRun(context.Background(), "run-1")
+	var ce *events.ChainError
+	if !errors.As(err, &ce) || ce.Seq != 4 {
+		t.Fatalf("err = %v, want chain error at seq 4", err)
+	}
+}

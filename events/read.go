@@ -1,0 +1,63 @@
+package events
+
+import (
+	"context"
+	"fmt"
+)
+
+// ErrNoRun reports a run id with no events.
+var ErrNoRun = fmt.Errorf("events: no such run")
+
+// Events returns every event of a run in seq order.
+func (db *DB) Events(ctx context.Context, runID string) ([]Event, error) {
+	var evs []Event
+	err := db.Scan(ctx, runID, 0, func(e Event) error {
+		evs = append(evs, e)
+		return nil
+	})
+	return evs, err
+}
+
+// Scan calls fn for each event of runID with seq > after, in order, without
+// holding the whole run in memory.
+func (db *DB) Scan(ctx context.Context, runID string, after int64, fn func(Event) error) error {
+	rows, err := db.x.QueryxContext(ctx, `SELECT run_id, seq, stream, type, payload, created_at, prev_hash, hash FROM events WHERE run_id = ? AND seq > ? ORDER BY seq`, runID, after)
+	if err != nil {
+		return &Error{Op: "read events", Path: db.path, Err: classify(err)}
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e Event
+		if err := rows.Scan(&e.RunID, &e.Seq, &e.Stream, &e.Type, &e.Payload, &e.CreatedAt, &e.PrevHash, &e.Hash); err != nil {
+			return &Error{Op: "read events", Path: db.path, Err: err}
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return &Error{Op: "read events", Path: db.path, Err: classify(err)}
+	}
+	return nil
+}
+
+// RunExists reports whether runID has at least one event.
+func (db *DB) RunExists(ctx context.Context, runID string) (bool, error) {
+	var n int
+	if err := db.x.GetContext(ctx, &n, `SELECT COUNT(*) FROM events WHERE run_id = ? AND seq = 1`, runID); err != nil {
+		return false, &Error{Op: "read events", Path: db.path, Err: classify(err)}
+	}
+	return n > 0, nil
+}
+
+// VerifyRun recomputes a stored run's chain.
+func (db *DB) VerifyRun(ctx context.Context, runID string) (int64, error) {
+	v := Verifier{RunID: runID}
+	if err := db.Scan(ctx, runID, 0, v.Next); err != nil {
+		return v.Count(), err
+	}
+	if v.Count() == 0 {
+		return 0, fmt.Errorf("%w: %s", ErrNoRun, runID)
+	}
+	return v.Count(), nil
+}

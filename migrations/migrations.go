@@ -1,0 +1,138 @@
+// Package migrations brings an agentctl SQLite database to the schema this
+// binary understands. Migrations are embedded, numbered SQL files applied in
+// order, one transaction each; the applied version is PRAGMA user_version.
+// A database with a newer version than Latest is refused and never modified.
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+//go:embed sql/*.sql
+var files embed.FS
+
+// Latest is the schema version a fresh database ends at.
+const Latest = 13
+
+// ErrNewerSchema reports a database written by a newer agentctl; it is never modified.
+var ErrNewerSchema = errors.New("migrations: database schema is newer than this binary supports")
+
+// Migration is one numbered SQL file.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// All returns the embedded migrations in version order.
+func All() ([]Migration, error) {
+	entries, err := fs.ReadDir(files, "sql")
+	if err != nil {
+		return nil, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		if !ok {
+			return nil, fmt.Errorf("migration %q: name must be NNNN_description.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			return nil, fmt.Errorf("migration %q: %w", name, err)
+		}
+		body, err := files.ReadFile("sql/" + name)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %q: %w", name, err)
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i, m := range out {
+		if m.Version != i+1 {
+			return nil, fmt.Errorf("migration %q: expected version %d", m.Name, i+1)
+		}
+	}
+	return out, nil
+}
+
+// Version reads PRAGMA user_version.
+func Version(ctx context.Context, db *sql.DB) (int, error) {
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+// CheckVersion refuses a version newer than Latest.
+func CheckVersion(v int) error {
+	if v > Latest {
+		return fmt.Errorf("%w: database is at version %d, this agentctl knows up to %d; upgrade agentctl", ErrNewerSchema, v, Latest)
+	}
+	return nil
+}
+
+// Apply runs every migration above the database's version, one transaction
+// each, and returns the version before and after.
+func Apply(ctx context.Context, db *sql.DB) (from, to int, err error) {
+	from, err = Version(ctx, db)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := CheckVersion(from); err != nil {
+		return from, from, err
+	}
+	all, err := All()
+	if err != nil {
+		return from, from, err
+	}
+	to = from
+	for _, m := range all {
+		if m.Version <= to {
+			continue
+		}
+		if err := applyOne(ctx, db, m); err != nil {
+			return from, to, err
+		}
+		to = m.Version
+	}
+	return from, to, nil
+}
+
+func applyOne(ctx context.Context, db *sql.DB, m Migration) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migration %s: begin: %w", m.Name, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	// Re-read inside the transaction: another process may have migrated meanwhile.
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("migration %s: read version: %w", m.Name, err)
+	}
+	if v >= m.Version {
+		return nil
+	}
+	if v != m.Version-1 {
+		return fmt.Errorf("migration %s: database at version %d, expected %d", m.Name, v, m.Version-1)
+	}
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		return fmt.Errorf("migration %s: %w", m.Name, err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
+		return fmt.Errorf("migration %s: set version: %w", m.Name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migration %s: commit: %w", m.Name, err)
+	}
+	return nil
+}
