@@ -1,0 +1,188 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+)
+
+// State is where one call stands; it is persisted as the from/to of every
+// call.transition event, so its values are part of the log format.
+type State string
+
+// The states of a call. Values are stored in the event log: never rename one.
+const (
+	// Prepared: intent recorded, arguments validated, nothing sent yet.
+	Prepared State = "prepared"
+	// Dispatched: the tools/call request has been (or is being) sent once.
+	Dispatched State = "dispatched"
+	// Reconnecting: an ambiguous failure on a redispatchable call; a new
+	// session is being opened before the one allowed resend.
+	Reconnecting State = "reconnecting"
+	// Redispatched: the same params were sent again under a new JSON-RPC id.
+	Redispatched State = "redispatched"
+	// Succeeded: a complete, validated result is in hand.
+	Succeeded State = "succeeded"
+	// Failed: the call did not execute, or it executed and failed for sure.
+	Failed State = "failed"
+	// Uncertain: the call may have executed and may not be sent again; an
+	// operator must decide (see ReconcileApplied, ReconcileNotApplied).
+	Uncertain State = "uncertain"
+	// Cancelled: the user cancelled before any request could have run.
+	Cancelled State = "cancelled"
+)
+
+// states lists every State in a fixed order, for configuration and tests.
+var states = []State{Prepared, Dispatched, Reconnecting, Redispatched, Succeeded, Failed, Uncertain, Cancelled}
+
+// Terminal reports whether the run loop is done with a call in this state,
+// so a task attempt can finish; only an operator reconcile leaves Uncertain.
+func (s State) Terminal() bool {
+	switch s {
+	case Succeeded, Failed, Uncertain, Cancelled:
+		return true
+	}
+	return false
+}
+
+// Idempotency is the author's declaration of what sending a call twice does;
+// it alone decides whether an ambiguous failure may be redispatched.
+type Idempotency string
+
+// The idempotency classes an action may declare (DESIGN §2).
+const (
+	// Pure: no side effects at all; resending is always harmless.
+	Pure Idempotency = "pure"
+	// Idempotent: repeating the call leaves the same effect as doing it once.
+	Idempotent Idempotency = "idempotent"
+	// Keyed: the server deduplicates on params._meta idempotency key.
+	Keyed Idempotency = "keyed"
+	// AtMostOnce: a second execution would be harmful; never resent.
+	AtMostOnce Idempotency = "at_most_once"
+	// Unknown: nothing was declared (the default); treated as AtMostOnce.
+	Unknown Idempotency = "unknown"
+)
+
+// idempotencies lists every class in declaration order, for messages and tests.
+var idempotencies = []Idempotency{Pure, Idempotent, Keyed, AtMostOnce, Unknown}
+
+// ParseIdempotency turns a workflow's `idempotency:` value into a class so
+// that a typo fails validation instead of silently meaning "unknown";
+// the empty string is the documented default, Unknown.
+func ParseIdempotency(s string) (Idempotency, error) {
+	if s == "" {
+		return Unknown, nil
+	}
+	for _, i := range idempotencies {
+		if string(i) == s {
+			return i, nil
+		}
+	}
+	allowed := make([]string, len(idempotencies))
+	for n, i := range idempotencies {
+		allowed[n] = string(i)
+	}
+	return "", fmt.Errorf("fsm: invalid idempotency %q: want one of %s", s, strings.Join(allowed, ", "))
+}
+
+// Redispatchable reports whether the class allows one resend after an
+// ambiguous failure: only when running twice cannot do harm.
+func (i Idempotency) Redispatchable() bool {
+	switch i {
+	case Pure, Idempotent, Keyed:
+		return true
+	}
+	return false
+}
+
+// Trigger is an input to the machine: the caller's decision or an observed
+// outcome. It is persisted in call.transition, so values are log format.
+type Trigger string
+
+// The triggers. Each comment names the legal source states and targets.
+const (
+	// Dispatch: prepared → dispatched; fire it, persist, and only then send.
+	Dispatch Trigger = "dispatch"
+	// Succeed: dispatched|redispatched → succeeded; the result was validated.
+	Succeed Trigger = "succeed"
+	// FailDefinitive: prepared|dispatched|reconnecting|redispatched → failed;
+	// JSON-RPC error, isError, invalid arguments or output, 4xx, version mismatch.
+	FailDefinitive Trigger = "fail_definitive"
+	// FailAmbiguous: timeout, transport loss after send, session expiry,
+	// malformed response. dispatched → reconnecting when the class is
+	// redispatchable and the budget is unspent, else → uncertain;
+	// redispatched → uncertain (a second failure is final).
+	FailAmbiguous Trigger = "fail_ambiguous"
+	// FailPossiblyExecuted: 5xx or cancellation after send;
+	// dispatched|redispatched → uncertain, never redispatched.
+	FailPossiblyExecuted Trigger = "fail_possibly_executed"
+	// Reconnected: reconnecting → redispatched; a new session is initialized,
+	// tools/list refreshed and the tool's schema digest is unchanged.
+	Reconnected Trigger = "reconnected"
+	// SchemaChanged: reconnecting → failed; the digest differs, nothing resent.
+	SchemaChanged Trigger = "schema_changed"
+	// ToolMissing: reconnecting → failed; the tool is gone, nothing resent.
+	ToolMissing Trigger = "tool_missing"
+	// ReconnectFailed: reconnecting → failed; no new session, nothing resent.
+	ReconnectFailed Trigger = "reconnect_failed"
+	// Cancel: user cancel. prepared → cancelled (nothing was sent);
+	// dispatched|reconnecting|redispatched → uncertain (a request may have run).
+	Cancel Trigger = "cancel"
+	// ReconcileApplied: uncertain → succeeded; an operator confirmed the effect.
+	ReconcileApplied Trigger = "reconcile_applied"
+	// ReconcileNotApplied: uncertain → failed; an operator confirmed no effect.
+	ReconcileNotApplied Trigger = "reconcile_not_applied"
+)
+
+// triggers lists every Trigger in a fixed order, for configuration and tests.
+var triggers = []Trigger{
+	Dispatch, Succeed, FailDefinitive, FailAmbiguous, FailPossiblyExecuted,
+	Reconnected, SchemaChanged, ToolMissing, ReconnectFailed, Cancel,
+	ReconcileApplied, ReconcileNotApplied,
+}
+
+// Decision is what the caller must do after persisting a Transition, like
+// raft's Ready: the machine decides, the caller performs the I/O.
+type Decision string
+
+// The decisions Fire returns.
+const (
+	// DecideSend: send the tools/call request now (after the transition is durable).
+	DecideSend Decision = "send"
+	// DecideReconnect: open a new session, refresh tools/list, compare the
+	// schema digest, then fire Reconnected, SchemaChanged, ToolMissing or
+	// ReconnectFailed.
+	DecideReconnect Decision = "reconnect"
+	// DecideResend: send the same params again under a new JSON-RPC id.
+	DecideResend Decision = "resend"
+	// DecideNone: send nothing; if the new state is Terminal the call is over,
+	// otherwise wait for the outcome of the request already in flight.
+	DecideNone Decision = "none"
+)
+
+// Reason codes the machine writes into Transition.Reason when it, not the
+// caller, picked the outcome. A caller's detail follows after ": ".
+const (
+	// ReasonNotRedispatchable prefixes the class that forbade a resend,
+	// e.g. "not_redispatchable:at_most_once".
+	ReasonNotRedispatchable = "not_redispatchable"
+	// ReasonBudgetSpent: the call was already redispatched once.
+	ReasonBudgetSpent = "redispatch_budget_spent"
+	// ReasonSecondFailure: the redispatched request failed as well; final.
+	ReasonSecondFailure = "second_failure"
+	// ReasonPossiblyExecuted: 5xx or similar; it may have run, never resent.
+	ReasonPossiblyExecuted = "possibly_executed"
+	// ReasonSchemaChanged: the tool's schema digest changed across sessions.
+	ReasonSchemaChanged = "schema_changed"
+	// ReasonToolMissing: the tool is absent from the refreshed tools/list.
+	ReasonToolMissing = "tool_missing"
+	// ReasonReconnectFailed: no new session could be opened.
+	ReasonReconnectFailed = "reconnect_failed"
+	// ReasonCancelledBeforeSend: cancelled while nothing had been sent.
+	ReasonCancelledBeforeSend = "cancelled_before_send"
+	// ReasonCancelledAfterSend: cancelled after a request may have run.
+	ReasonCancelledAfterSend = "cancelled_after_send"
+	// ReasonReconcileApplied: an operator confirmed the effect happened.
+	ReasonReconcileApplied = "reconcile_applied"
+	// ReasonReconcileNotApplied: an operator confirmed it did not happen.
+	ReasonReconcileNotApplied = "reconcile_not_applied"
+)
