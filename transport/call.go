@@ -1,0 +1,63 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+)
+
+// CallRequest is one tools/call.
+type CallRequest struct {
+	Tool          string
+	Arguments     json.RawMessage // object
+	Meta          map[string]any  // merged into params._meta (e.g. "agentctl.dev/idempotency-key")
+	ProgressToken string          // "" = the client generates one; always sent as params._meta.progressToken
+}
+
+// CallResult is a tools/call result. A result with isError true is returned
+// here, not as an error: the caller decides.
+type CallResult struct {
+	Raw               json.RawMessage // the result object as received
+	IsError           bool
+	Content           json.RawMessage
+	StructuredContent json.RawMessage
+	ID                json.RawMessage // JSON-RPC id used
+}
+
+// IdempotencyKeyMeta is the params._meta key carrying a keyed call's effect identity.
+const IdempotencyKeyMeta = "agentctl.dev/idempotency-key"
+
+// CallTool sends tools/call and waits for its response, handing every frame
+// (progress, logs, server requests) to sink in order. Arguments are not
+// validated here; see ValidateArguments.
+func (s *Session) CallTool(ctx context.Context, req CallRequest, sink Sink) (*CallResult, error) {
+	args := req.Arguments
+	if !present(args) {
+		args = json.RawMessage("{}")
+	}
+	if err := checkDepth(args); err != nil || !json.Valid(args) || args[0] != '{' {
+		return nil, &Error{Op: "tools/call", Kind: KindInvalidArguments, Message: "arguments must be a JSON object"}
+	}
+	meta := map[string]any{}
+	maps.Copy(meta, req.Meta)
+	id := s.newID()
+	token := req.ProgressToken
+	if token == "" {
+		token = "agentctl-" + string(id)
+	}
+	meta["progressToken"] = token
+	params := map[string]any{"name": req.Tool, "arguments": args, "_meta": meta}
+	m, err := s.roundTrip(ctx, "tools/call", params, sink, id)
+	if err != nil {
+		return nil, err
+	}
+	var res struct {
+		IsError           bool            `json:"isError"`
+		Content           json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(m.Result, &res); err != nil || m.Result[0] != '{' {
+		return nil, &Error{Op: "tools/call", Kind: KindMalformed, Sent: true, Message: "result is not a CallToolResult object"}
+	}
+	return &CallResult{Raw: m.Result, IsError: res.IsError, Content: res.Content, StructuredContent: nonNull(res.StructuredContent), ID: id}, nil
+}

@@ -1,0 +1,228 @@
+package transport
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// ProtocolVersion is the only MCP protocol version agentctl speaks.
+const ProtocolVersion = "2025-11-25"
+
+// Origin is the Origin header sent with every request.
+const Origin = "agentctl://local"
+
+const (
+	defaultTimeout        = 120 * time.Second
+	defaultMaxResumeDelay = 5 * time.Second
+	defaultResumeDelay    = time.Second
+	maxResumes            = 2
+	cancelNotifyTimeout   = 2 * time.Second
+	closeTimeout          = 2 * time.Second
+)
+
+// Config configures one client for one remote server.
+type Config struct {
+	URL         string
+	Headers     map[string]SecretRef
+	Policy      Policy
+	Timeout     time.Duration       // inactivity bound, restarted by every frame; 0 = 120s
+	MaxDuration time.Duration       // whole-request bound; 0 = 10 × Timeout
+	UserAgent   string              // "" = "agentctl/dev"
+	Getenv      func(string) string // nil = os.Getenv (test hook)
+	HTTPClient  *http.Client        // nil = built from Policy (pinned dialer, no proxy, no redirects). Tests/replay may inject.
+	// MaxResumeDelay caps the wait before resuming a broken SSE stream (the
+	// server's retry field, default 1s); 0 = 5s, negative = resume at once.
+	MaxResumeDelay time.Duration
+}
+
+// Frame is one protocol step handed to the Sink, already redacted of secret values.
+type Frame struct {
+	Dir        string          // "out" or "in"
+	Kind       string          // "request", "notification", "response", "server_request", "http_error"
+	Method     string          // JSON-RPC method when known ("" for responses)
+	ID         json.RawMessage // JSON-RPC id when present
+	HTTPStatus int             // status of the HTTP response carrying an "in" frame (0 for "out")
+	EventID    string          // SSE event id when present
+	Body       json.RawMessage // the whole JSON-RPC message as sent/received (redacted)
+}
+
+// Sink receives every frame synchronously and in order; the next frame is neither sent nor read until it returns.
+// An "out" frame is handed to the sink BEFORE its bytes are sent (so the caller can persist intent first).
+// A non-nil error aborts the operation (reported as a TransportLoss-kind Error wrapping it).
+// A nil Sink discards frames.
+type Sink func(ctx context.Context, f Frame) error
+
+// Client talks to one remote MCP server. It is safe for concurrent use.
+type Client struct {
+	cfg            Config
+	url            *url.URL
+	http           *http.Client
+	injected       bool
+	dialer         *pinnedDialer
+	red            *redactor
+	timeout        time.Duration
+	maxDuration    time.Duration
+	maxResumeDelay time.Duration
+	maxBytes       int64
+	getenv         func(string) string
+	userAgent      string
+}
+
+// reservedHeaders may not be set through Config.Headers.
+var reservedHeaders = map[string]bool{
+	"Accept": true, "Content-Type": true, "Content-Length": true, "Host": true, "Origin": true,
+	"Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Last-Event-Id": true, "User-Agent": true,
+	"Connection": true, "Transfer-Encoding": true,
+}
+
+// New validates cfg (the URL against the policy: PolicyDenied error) and
+// returns a client. It does no network I/O; DNS is resolved at the first dial.
+func New(cfg Config) (*Client, error) {
+	u, err := cfg.Policy.checkURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	for name, ref := range cfg.Headers {
+		if name == "" || strings.ContainsAny(name, " \t\r\n:") {
+			return nil, &Error{Op: "config", Kind: KindPolicyDenied, Err: fmt.Errorf("invalid header name %q", name)}
+		}
+		if reservedHeaders[textproto.CanonicalMIMEHeaderKey(name)] {
+			return nil, &Error{Op: "config", Kind: KindPolicyDenied, Err: fmt.Errorf("header %q is set by the transport", name)}
+		}
+		if (ref.Env == "") == (ref.File == "") {
+			return nil, &Error{Op: "config", Kind: KindPolicyDenied, Err: fmt.Errorf("header %q: secret reference needs exactly one of env and file", name)}
+		}
+	}
+	c := &Client{cfg: cfg, url: u, red: &redactor{}, getenv: cfg.Getenv, userAgent: cfg.UserAgent}
+	if c.getenv == nil {
+		c.getenv = os.Getenv
+	}
+	if c.userAgent == "" {
+		c.userAgent = "agentctl/dev"
+	}
+	c.timeout = cfg.Timeout
+	if c.timeout <= 0 {
+		c.timeout = defaultTimeout
+	}
+	c.maxDuration = cfg.MaxDuration
+	if c.maxDuration <= 0 {
+		c.maxDuration = 10 * c.timeout
+	}
+	c.maxResumeDelay = cfg.MaxResumeDelay
+	if c.maxResumeDelay == 0 {
+		c.maxResumeDelay = defaultMaxResumeDelay
+	}
+	c.maxBytes = cfg.Policy.maxResponseBytes()
+	if cfg.HTTPClient != nil {
+		hc := *cfg.HTTPClient // never follow redirects, whoever built the client
+		hc.CheckRedirect = noRedirect
+		c.http, c.injected = &hc, true
+	} else {
+		c.http, c.dialer = newHTTPClient(u, cfg.Policy)
+	}
+	return c, nil
+}
+
+// clientVersion is the version part of the User-Agent ("dev" by default).
+func (c *Client) clientVersion() string {
+	if _, v, ok := strings.Cut(c.userAgent, "/"); ok && v != "" {
+		return strings.Fields(v)[0]
+	}
+	return "dev"
+}
+
+// Session is one initialized MCP session. It is safe for concurrent use:
+// each call is an independent HTTP exchange with its own JSON-RPC id, and
+// each call's frames reach that call's sink in order (there is no order
+// across concurrent calls).
+type Session struct {
+	ProtocolVersion string
+	ServerInfo      json.RawMessage // as received
+	Capabilities    json.RawMessage
+	Instructions    string
+
+	c         *Client
+	sessionID string
+	nextID    atomic.Int64
+	closed    atomic.Bool
+}
+
+// Connect initializes a session: initialize (the server must answer
+// protocolVersion 2025-11-25, else KindVersionMismatch) followed by
+// notifications/initialized. Initialize is never cancelled with a
+// notification, as the spec forbids it.
+func (c *Client) Connect(ctx context.Context, sink Sink) (*Session, error) {
+	s := &Session{c: c}
+	params := map[string]any{
+		"protocolVersion": ProtocolVersion,
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": "agentctl", "version": c.clientVersion()},
+	}
+	m, err := s.roundTrip(ctx, "initialize", params, sink, s.newID())
+	if err != nil {
+		return nil, err
+	}
+	var res struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+		ServerInfo      json.RawMessage `json:"serverInfo"`
+		Instructions    string          `json:"instructions"`
+	}
+	if err := json.Unmarshal(m.Result, &res); err != nil {
+		return nil, &Error{Op: "initialize", Kind: KindMalformed, Sent: true, Err: fmt.Errorf("%w: initialize result: %v", errMalformed, err)}
+	}
+	if res.ProtocolVersion != ProtocolVersion {
+		_ = s.Close(ctx)
+		return nil, &Error{Op: "initialize", Kind: KindVersionMismatch, Sent: true,
+			Message: fmt.Sprintf("server answered protocol version %q, agentctl requires %q", c.red.string(res.ProtocolVersion), ProtocolVersion)}
+	}
+	s.ProtocolVersion, s.Capabilities, s.ServerInfo, s.Instructions = res.ProtocolVersion, res.Capabilities, res.ServerInfo, res.Instructions
+	if _, err := s.roundTrip(ctx, "notifications/initialized", nil, sink, nil); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// IDDigest returns "sha256:<hex>" of the MCP-Session-Id, or "" when the
+// server sent none. The raw id is a bearer credential and never exposed.
+func (s *Session) IDDigest() string {
+	if s.sessionID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s.sessionID))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Close ends the session with a best-effort DELETE carrying the session id
+// (bounded to 2s). It is idempotent; a server refusing DELETE (405) or not
+// knowing the session (404) is not an error.
+func (s *Session) Close(ctx context.Context) error {
+	if s.sessionID == "" || s.closed.Swap(true) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.c.url.String(), nil)
+	if err != nil {
+		return &Error{Op: "close", Kind: KindTransportLoss, Err: err}
+	}
+	if err := s.setHeaders(req, false); err != nil {
+		return err
+	}
+	resp, err := s.c.http.Do(req)
+	if err != nil {
+		return &Error{Op: "close", Kind: KindTransportLoss, Err: s.c.red.error(err)}
+	}
+	drain(resp)
+	return nil
+}

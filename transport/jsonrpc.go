@@ -1,0 +1,244 @@
+package transport
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// maxJSONDepth bounds the nesting of any JSON value accepted from a server.
+const maxJSONDepth = 128
+
+// message is one decoded JSON-RPC 2.0 message.
+type message struct {
+	Raw    json.RawMessage
+	ID     json.RawMessage // nil when absent
+	Method string
+	Params json.RawMessage
+	Result json.RawMessage
+	Error  *rpcError
+}
+
+type rpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// kind returns the Frame.Kind of an incoming message.
+func (m *message) kind() string {
+	switch {
+	case m.Method != "" && m.ID != nil:
+		return "server_request"
+	case m.Method != "":
+		return "notification"
+	}
+	return "response"
+}
+
+// errMalformed is the root of every malformed-message error.
+var errMalformed = errors.New("malformed message")
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
+}
+
+// checkDepth reports an error when b nests deeper than maxJSONDepth. It
+// assumes nothing about validity; it only tracks brackets outside strings.
+func checkDepth(b []byte) error {
+	depth, inStr, esc := 0, false, false
+	for _, c := range b {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			depth++
+			if depth > maxJSONDepth {
+				return malformed("JSON nested deeper than %d", maxJSONDepth)
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return nil
+}
+
+// decodeMessage parses one JSON-RPC message, strictly: a single object,
+// "jsonrpc":"2.0", no duplicate members, bounded depth, a valid id type,
+// and a response carries exactly one of result and error.
+func decodeMessage(b []byte) (*message, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil, malformed("empty message")
+	}
+	if err := checkDepth(b); err != nil {
+		return nil, err
+	}
+	if b[0] != '{' {
+		if b[0] == '[' {
+			return nil, malformed("JSON-RPC batch is not allowed")
+		}
+		return nil, malformed("message is not a JSON object")
+	}
+	if !json.Valid(b) {
+		return nil, malformed("invalid JSON")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil {
+		return nil, malformed("%v", err)
+	}
+	m := &message{Raw: json.RawMessage(b)}
+	seen := map[string]bool{}
+	var version string
+	hasVersion, hasResult := false, false
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, malformed("%v", err)
+		}
+		key, _ := t.(string)
+		if seen[key] {
+			return nil, malformed("duplicate member %q", key)
+		}
+		seen[key] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, malformed("member %q: %v", key, err)
+		}
+		switch key {
+		case "jsonrpc":
+			hasVersion = true
+			if err := json.Unmarshal(raw, &version); err != nil {
+				return nil, malformed("jsonrpc member is not a string")
+			}
+		case "id":
+			if raw[0] != '"' && !isJSONNumber(raw) {
+				if string(raw) == "null" {
+					return nil, malformed("id is null")
+				}
+				return nil, malformed("id %s is neither a string nor a number", truncate(string(raw), 64))
+			}
+			m.ID = raw
+		case "method":
+			if err := json.Unmarshal(raw, &m.Method); err != nil || m.Method == "" {
+				return nil, malformed("method is not a non-empty string")
+			}
+		case "params":
+			m.Params = raw
+		case "result":
+			hasResult = true
+			m.Result = raw
+		case "error":
+			var e rpcError
+			if err := json.Unmarshal(raw, &e); err != nil || raw[0] != '{' {
+				return nil, malformed("error member is not an error object")
+			}
+			m.Error = &e
+		}
+	}
+	if !hasVersion || version != "2.0" {
+		return nil, malformed("jsonrpc version %q, want \"2.0\"", version)
+	}
+	if m.Method == "" {
+		if m.ID == nil {
+			return nil, malformed("message has neither method nor id")
+		}
+		if hasResult == (m.Error != nil) {
+			return nil, malformed("response must carry exactly one of result and error")
+		}
+	}
+	return m, nil
+}
+
+func isJSONNumber(raw json.RawMessage) bool {
+	_, err := strconv.ParseFloat(string(raw), 64)
+	return err == nil && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'))
+}
+
+// sameID compares two JSON-RPC ids: same type and same value.
+func sameID(a, b json.RawMessage) bool {
+	a, b = bytes.TrimSpace(a), bytes.TrimSpace(b)
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	if (a[0] == '"') != (b[0] == '"') {
+		return false
+	}
+	if a[0] == '"' {
+		var x, y string
+		return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && x == y
+	}
+	x, err1 := strconv.ParseFloat(string(a), 64)
+	y, err2 := strconv.ParseFloat(string(b), 64)
+	return err1 == nil && err2 == nil && x == y
+}
+
+// DecodeResponse parses one message received for the request with id and
+// classifies it; it is the function FuzzDecodeResponse exercises. It returns
+// the message and whether it is the response to id.
+func decodeFor(b []byte, id json.RawMessage) (*message, bool, error) {
+	m, err := decodeMessage(b)
+	if err != nil {
+		return nil, false, err
+	}
+	if m.kind() != "response" {
+		return m, false, nil
+	}
+	if !sameID(m.ID, id) {
+		return m, false, malformed("response id %s does not match request id %s", truncate(string(m.ID), 64), id)
+	}
+	return m, true, nil
+}
+
+// canonicalJSON re-encodes b with sorted object keys, no insignificant
+// whitespace, no HTML escaping and numbers exactly as sent.
+func canonicalJSON(b []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("trailing data after JSON value")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // map keys are sorted by encoding/json
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func marshalNoEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,268 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Policy is the network and secret policy checked before any byte is sent.
+type Policy struct {
+	NetworkAllowlist     []string      // exact hosts or "*.suffix"; empty = every host allowed (still subject to AllowPrivate)
+	AllowedSchemes       []string      // empty = ["https"]
+	AllowedPorts         []int         // empty = any port
+	AllowPrivate         bool          // loopback, RFC1918, link-local, CGNAT, ULA, unspecified, multicast refused unless true
+	EnvironmentAllowlist []string      // env names a SecretRef may read
+	SecretFileRoots      []string      // directories a SecretRef.File must lie under
+	ConnectTimeout       time.Duration // 0 = 10s
+	MaxResponseBytes     int64         // 0 = 4 MiB; capped at 64 MiB
+	Resolver             Resolver      // nil = net.DefaultResolver
+}
+
+// Resolver looks up a host name; *net.Resolver satisfies it.
+type Resolver interface {
+	LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error)
+}
+
+const (
+	defaultConnectTimeout   = 10 * time.Second
+	defaultMaxResponseBytes = 4 << 20
+	maxMaxResponseBytes     = 64 << 20
+)
+
+func (p Policy) connectTimeout() time.Duration {
+	if p.ConnectTimeout <= 0 {
+		return defaultConnectTimeout
+	}
+	return p.ConnectTimeout
+}
+
+func (p Policy) maxResponseBytes() int64 {
+	switch {
+	case p.MaxResponseBytes <= 0:
+		return defaultMaxResponseBytes
+	case p.MaxResponseBytes > maxMaxResponseBytes:
+		return maxMaxResponseBytes
+	}
+	return p.MaxResponseBytes
+}
+
+func policyErr(format string, args ...any) *Error {
+	return &Error{Op: "policy", Kind: KindPolicyDenied, Err: fmt.Errorf(format, args...)}
+}
+
+// checkURL validates u against the policy without touching the network. It
+// returns the host and port to dial.
+func (p Policy) checkURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, policyErr("parse url: %w", err)
+	}
+	if u.User != nil {
+		return nil, policyErr("url %q carries userinfo", u.Redacted())
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return nil, policyErr("url %q has no host", u.Redacted())
+	}
+	scheme := strings.ToLower(u.Scheme)
+	allowed := p.AllowedSchemes
+	if len(allowed) == 0 {
+		allowed = []string{"https"}
+	}
+	if scheme != "http" && scheme != "https" {
+		return nil, policyErr("scheme %q is not supported (http or https only)", u.Scheme)
+	}
+	if !slices.ContainsFunc(allowed, func(s string) bool { return strings.EqualFold(s, scheme) }) {
+		return nil, policyErr("scheme %q not in allowed schemes %v", u.Scheme, allowed)
+	}
+	host := strings.ToLower(u.Hostname())
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	pn, err := strconv.Atoi(port)
+	if err != nil || pn <= 0 || pn > 65535 {
+		return nil, policyErr("port %q is invalid", port)
+	}
+	if len(p.AllowedPorts) > 0 && !slices.Contains(p.AllowedPorts, pn) {
+		return nil, policyErr("port %d not in allowed ports %v", pn, p.AllowedPorts)
+	}
+	if !p.hostAllowed(host) {
+		return nil, policyErr("host %q not in network allowlist %v", host, p.NetworkAllowlist)
+	}
+	if addr, err := netip.ParseAddr(host); err == nil {
+		if err := p.checkAddr(host, addr); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+func (p Policy) hostAllowed(host string) bool {
+	if len(p.NetworkAllowlist) == 0 {
+		return true
+	}
+	host = strings.TrimSuffix(host, ".")
+	for _, a := range p.NetworkAllowlist {
+		a = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(a)), ".")
+		a = strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")
+		if suffix, ok := strings.CutPrefix(a, "*."); ok {
+			if strings.HasSuffix(host, "."+suffix) {
+				return true
+			}
+			continue
+		}
+		if a == host {
+			return true
+		}
+	}
+	return false
+}
+
+var privatePrefixes = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+		"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
+		"::/128", "::1/128", "fc00::/7", "fe80::/10", "ff00::/8",
+	} {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}()
+
+// isPrivate reports whether addr lies in a range refused unless AllowPrivate.
+func isPrivate(addr netip.Addr) bool {
+	addr = addr.Unmap().WithZone("")
+	for _, p := range privatePrefixes {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p Policy) checkAddr(host string, addr netip.Addr) error {
+	if !addr.IsValid() {
+		return policyErr("host %q resolved to an invalid address", host)
+	}
+	if !p.AllowPrivate && isPrivate(addr) {
+		return policyErr("host %q resolves to private address %s (allowPrivate is false)", host, addr)
+	}
+	return nil
+}
+
+// pinnedDialer resolves the host once, checks every answer against the
+// policy and then dials only the checked addresses.
+type pinnedDialer struct {
+	policy Policy
+	host   string // the one host this client talks to
+	port   string
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	mu    sync.Mutex
+	addrs []netip.Addr
+	err   error
+	done  bool
+}
+
+func (d *pinnedDialer) resolve(ctx context.Context) ([]netip.Addr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.done {
+		return d.addrs, d.err
+	}
+	addrs, err := d.lookup(ctx)
+	if err != nil {
+		var te *Error
+		if !errors.As(err, &te) { // transient lookup failure: try again next time
+			return nil, err
+		}
+	}
+	d.addrs, d.err, d.done = addrs, err, true
+	return addrs, err
+}
+
+func (d *pinnedDialer) lookup(ctx context.Context) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(d.host); err == nil {
+		if err := d.policy.checkAddr(d.host, a); err != nil {
+			return nil, err
+		}
+		return []netip.Addr{a}, nil
+	}
+	r := d.policy.Resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	ips, err := r.LookupIPAddr(ctx, d.host)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %q: %w", d.host, err)
+	}
+	if len(ips) == 0 {
+		return nil, policyErr("host %q resolved to no address", d.host)
+	}
+	out := make([]netip.Addr, 0, len(ips))
+	for _, ip := range ips {
+		a, ok := netip.AddrFromSlice(ip.IP)
+		if !ok {
+			return nil, policyErr("host %q resolved to invalid address %v", d.host, ip.IP)
+		}
+		if err := d.policy.checkAddr(d.host, a); err != nil {
+			return nil, err
+		}
+		out = append(out, a.Unmap())
+	}
+	return out, nil
+}
+
+// DialContext ignores the address http.Transport asks for (always our host)
+// and dials the pinned, checked addresses in order.
+func (d *pinnedDialer) DialContext(ctx context.Context, network, _ string) (net.Conn, error) {
+	addrs, err := d.resolve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var firstErr error
+	for _, a := range addrs {
+		c, err := d.dial(ctx, network, net.JoinHostPort(a.String(), d.port))
+		if err == nil {
+			return c, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return nil, firstErr
+}
+
+// newHTTPClient builds the default client: pinned dialer, no proxy, no
+// redirects, bounded connect and TLS handshake.
+func newHTTPClient(u *url.URL, p Policy) (*http.Client, *pinnedDialer) {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	nd := &net.Dialer{Timeout: p.connectTimeout(), KeepAlive: 30 * time.Second}
+	d := &pinnedDialer{policy: p, host: strings.ToLower(u.Hostname()), port: port, dial: nd.DialContext}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		TLSHandshakeTimeout:   p.connectTimeout(),
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // bounded by Config.Timeout through the request context
+		ForceAttemptHTTP2:     true,
+	}
+	return &http.Client{Transport: tr, CheckRedirect: noRedirect}, d
+}
+
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

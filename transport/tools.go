@@ -1,0 +1,172 @@
+package transport
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Bounds on tools/list pagination.
+const (
+	MaxToolPages = 100
+	MaxTools     = 10000
+)
+
+// Tool is one tool definition as listed by the server; remote text is data.
+type Tool struct {
+	Name, Title, Description                          string
+	InputSchema, OutputSchema, Annotations, Execution json.RawMessage // raw, as sent (nil when absent)
+}
+
+// Digest returns "sha256:" + hex of the canonical JSON (sorted keys, no HTML
+// escaping, numbers as sent) of {name, inputSchema, outputSchema, execution},
+// absent members omitted. Wire key order, title, description and
+// annotations never change it.
+func (t Tool) Digest() string {
+	var b strings.Builder
+	b.WriteString("{")
+	// Members in sorted order: execution, inputSchema, name, outputSchema.
+	first := true
+	add := func(key string, raw []byte) {
+		if !first {
+			b.WriteString(",")
+		}
+		first = false
+		k, _ := marshalNoEscape(key)
+		b.Write(k)
+		b.WriteString(":")
+		b.Write(raw)
+	}
+	canon := func(raw json.RawMessage) []byte {
+		c, err := canonicalJSON(raw)
+		if err != nil { // cannot happen for a listed tool; digest the bytes as sent
+			q, _ := marshalNoEscape(string(raw))
+			return q
+		}
+		return c
+	}
+	if present(t.Execution) {
+		add("execution", canon(t.Execution))
+	}
+	if present(t.InputSchema) {
+		add("inputSchema", canon(t.InputSchema))
+	}
+	name, _ := marshalNoEscape(t.Name)
+	add("name", name)
+	if present(t.OutputSchema) {
+		add("outputSchema", canon(t.OutputSchema))
+	}
+	b.WriteString("}")
+	sum := sha256.Sum256([]byte(b.String()))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func present(raw json.RawMessage) bool {
+	s := strings.TrimSpace(string(raw))
+	return s != "" && s != "null"
+}
+
+// Catalog is the complete tool list of a session.
+type Catalog struct {
+	Tools    []Tool
+	Warnings []string // e.g. tools skipped for lacking an inputSchema
+}
+
+// Find returns the tool named name.
+func (c *Catalog) Find(name string) (Tool, bool) {
+	for _, t := range c.Tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tool{}, false
+}
+
+// Digest returns "sha256:" + hex over the sorted tool digests, newline-separated.
+func (c *Catalog) Digest() string {
+	ds := make([]string, len(c.Tools))
+	for i, t := range c.Tools {
+		ds[i] = t.Digest()
+	}
+	sort.Strings(ds)
+	sum := sha256.Sum256([]byte(strings.Join(ds, "\n")))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+type wireTool struct {
+	Name         string          `json:"name"`
+	Title        string          `json:"title"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema"`
+	Annotations  json.RawMessage `json:"annotations"`
+	Execution    json.RawMessage `json:"execution"`
+}
+
+// ListTools fetches the whole tool list, following nextCursor (opaque) to
+// the end, at most MaxToolPages pages and MaxTools tools. A tool without an
+// inputSchema, or a duplicate name, is skipped with a warning.
+func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
+	cat := &Catalog{}
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 1; ; page++ {
+		if page > MaxToolPages {
+			return nil, &Error{Op: "tools/list", Kind: KindMalformed, Sent: true,
+				Message: fmt.Sprintf("more than %d pages of tools (last cursor %q)", MaxToolPages, truncate(cursor, 64))}
+		}
+		var params any
+		if cursor != "" {
+			params = map[string]any{"cursor": cursor}
+		}
+		m, err := s.roundTrip(ctx, "tools/list", params, sink, s.newID())
+		if err != nil {
+			return nil, err
+		}
+		var res struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor *string           `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(m.Result, &res); err != nil {
+			return nil, &Error{Op: "tools/list", Kind: KindMalformed, Sent: true, Err: fmt.Errorf("%w: page %d: %v", errMalformed, page, err)}
+		}
+		for i, raw := range res.Tools {
+			var wt wireTool
+			if err := json.Unmarshal(raw, &wt); err != nil || wt.Name == "" {
+				cat.Warnings = append(cat.Warnings, fmt.Sprintf("page %d tool %d: skipped: not a tool object with a name", page, i))
+				continue
+			}
+			if !present(wt.InputSchema) || !strings.HasPrefix(strings.TrimSpace(string(wt.InputSchema)), "{") {
+				cat.Warnings = append(cat.Warnings, fmt.Sprintf("tool %q: skipped: no inputSchema object", truncate(wt.Name, 128)))
+				continue
+			}
+			if seen[wt.Name] {
+				cat.Warnings = append(cat.Warnings, fmt.Sprintf("tool %q: skipped: duplicate name", truncate(wt.Name, 128)))
+				continue
+			}
+			seen[wt.Name] = true
+			cat.Tools = append(cat.Tools, Tool{Name: wt.Name, Title: wt.Title, Description: wt.Description,
+				InputSchema: wt.InputSchema, OutputSchema: nonNull(wt.OutputSchema),
+				Annotations: nonNull(wt.Annotations), Execution: nonNull(wt.Execution)})
+			if len(cat.Tools) > MaxTools {
+				return nil, &Error{Op: "tools/list", Kind: KindMalformed, Sent: true,
+					Message: fmt.Sprintf("more than %d tools", MaxTools)}
+			}
+		}
+		if res.NextCursor == nil || *res.NextCursor == "" {
+			return cat, nil
+		}
+		cursor = *res.NextCursor
+	}
+}
+
+func nonNull(raw json.RawMessage) json.RawMessage {
+	if !present(raw) {
+		return nil
+	}
+	return raw
+}
