@@ -59,5 +59,7 @@ func (s *Session) CallTool(ctx context.Context, req CallRequest, sink Sink) (*Ca
 	if err := json.Unmarshal(m.Result, &res); err != nil || m.Result[0] != '{' {
 		return nil, &Error{Op: "tools/call", Kind: KindMalformed, Sent: true, Message: "result is not a CallToolResult object"}
 	}
-	return &CallResult{Raw: m.Result, IsError: res.IsError, Content: res.Content, StructuredContent: nonNull(res.StructuredContent), ID: id}, nil
+	red := s.c.red // a server echoing a credential must not put it in workflow state
+	return &CallResult{Raw: red.json(m.Result), IsError: res.IsError, Content: red.json(res.Content),
+		StructuredContent: red.json(nonNull(res.StructuredContent)), ID: id}, nil
 }

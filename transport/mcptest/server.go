@@ -1,0 +1,442 @@
+package mcptest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// DefaultProtocolVersion is the protocol version the server answers by default.
+const DefaultProtocolVersion = "2025-11-25"
+
+// Options configures a Server. The zero value is a stateful SSE server
+// answering 2025-11-25 with every tool on one page.
+type Options struct {
+	ProtocolVersion string // answered to initialize; "" = DefaultProtocolVersion
+	PageSize        int    // tools per tools/list page; 0 = all on one page
+	JSONResponse    bool   // answer requests with application/json instead of SSE
+	Stateless       bool   // issue no session id and check none
+	ExpireAfter     int    // a session answers 404 once it has seen this many POSTs after initialize (a simulated restart); 0 = never
+}
+
+// Request is one HTTP request the server received, for assertions.
+type Request struct {
+	HTTPMethod  string
+	RPCMethod   string
+	ID          json.RawMessage
+	Session     string
+	LastEventID string
+	Header      http.Header
+}
+
+// Stats counts what the server saw. Counts are of requests received,
+// including those answered by a fault; Executed counts handler runs.
+type Stats struct {
+	Initialize, Initialized, List, Cancelled, Posts, Gets, Deletes int
+	Calls, Executed                                                map[string]int // per tool
+	CancelledIDs                                                   []json.RawMessage
+	BytesWritten                                                   int64
+	Requests                                                       []Request
+}
+
+// Server is a deterministic, scriptable MCP server on 127.0.0.1.
+type Server struct {
+	// URL is the MCP endpoint, e.g. "http://127.0.0.1:41234/mcp".
+	URL string
+
+	opts   Options
+	ts     *httptest.Server
+	faults faults
+
+	mu       sync.Mutex
+	tools    []ToolDef
+	sessions map[string]*session
+	nextSess int
+	streams  map[string]*stream
+	nextStrm int
+	stats    Stats
+}
+
+type session struct {
+	id       string
+	tools    []ToolDef // snapshot at initialize
+	posts    int
+	inflight map[string]context.CancelFunc
+}
+
+// Start starts a server on 127.0.0.1 serving tools, closed at tb's cleanup.
+func Start(tb testing.TB, opts Options, tools ...ToolDef) *Server {
+	tb.Helper()
+	s := NewServer(opts, tools...)
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// NewServer starts a server on 127.0.0.1 serving tools; call Close when done.
+func NewServer(opts Options, tools ...ToolDef) *Server {
+	if opts.ProtocolVersion == "" {
+		opts.ProtocolVersion = DefaultProtocolVersion
+	}
+	s := &Server{opts: opts, sessions: map[string]*session{}, streams: map[string]*stream{}}
+	s.stats.Calls, s.stats.Executed = map[string]int{}, map[string]int{}
+	for _, t := range tools {
+		s.AddTool(t)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("mcptest: listen on 127.0.0.1: %v", err))
+	}
+	s.ts = &httptest.Server{Listener: l, Config: &http.Server{Handler: s}}
+	s.ts.Start()
+	s.URL = s.ts.URL + "/mcp"
+	return s
+}
+
+// Close shuts the server down, cancelling in-flight handlers.
+func (s *Server) Close() {
+	s.ts.CloseClientConnections()
+	s.ts.Close()
+}
+
+// Inject arms a fault.
+func (s *Server) Inject(f Fault) { s.faults.add(f) }
+
+// AddTool adds or replaces a tool. Sessions snapshot the tool set at
+// initialize, so a changed schema is seen by new sessions only.
+func (s *Server) AddTool(t ToolDef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.tools {
+		if s.tools[i].Name == t.Name {
+			s.tools[i] = t
+			return
+		}
+	}
+	s.tools = append(s.tools, t)
+}
+
+// ExpireSessions forgets every session (a simulated restart): they answer
+// 404 from now on, and new sessions work.
+func (s *Server) ExpireSessions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.sessions)
+}
+
+// Stats returns a copy of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Calls, st.Executed = maps.Clone(s.stats.Calls), maps.Clone(s.stats.Executed)
+	st.CancelledIDs = append([]json.RawMessage(nil), s.stats.CancelledIDs...)
+	st.Requests = append([]Request(nil), s.stats.Requests...)
+	return st
+}
+
+type rpcMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+// ServeHTTP implements the Streamable HTTP endpoint.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/mcp" {
+		http.NotFound(w, r)
+		return
+	}
+	sid := r.Header.Get("Mcp-Session-Id")
+	switch r.Method {
+	case http.MethodPost:
+		s.post(w, r, sid)
+	case http.MethodGet:
+		s.get(w, r, sid)
+	case http.MethodDelete:
+		s.record(Request{HTTPMethod: "DELETE", Session: sid, Header: r.Header.Clone()}, func(st *Stats) { st.Deletes++ })
+		if f := s.faults.match("DELETE", "", "", sid); f != nil && f.Status != 0 {
+			writeStatus(w, f)
+			return
+		}
+		s.mu.Lock()
+		delete(s.sessions, sid)
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	}
+}
+
+func (s *Server) record(req Request, f func(*Stats)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Requests = append(s.stats.Requests, req)
+	if f != nil {
+		f(&s.stats)
+	}
+}
+
+func (s *Server) post(w http.ResponseWriter, r *http.Request, sid string) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadRequest)
+		return
+	}
+	var m rpcMessage
+	if err := json.Unmarshal(body, &m); err != nil || m.JSONRPC != "2.0" {
+		writeJSON(w, http.StatusBadRequest, errorResponse(nil, -32700, "parse error"))
+		return
+	}
+	var tool string
+	if m.Method == "tools/call" {
+		var p struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		tool = p.Name
+	}
+	s.record(Request{HTTPMethod: "POST", RPCMethod: m.Method, ID: m.ID, Session: sid, Header: r.Header.Clone()}, func(st *Stats) {
+		st.Posts++
+		switch m.Method {
+		case "initialize":
+			st.Initialize++
+		case "notifications/initialized":
+			st.Initialized++
+		case "tools/list":
+			st.List++
+		case "tools/call":
+			st.Calls[tool]++
+		case "notifications/cancelled":
+			st.Cancelled++
+			var p struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			st.CancelledIDs = append(st.CancelledIDs, p.RequestID)
+		}
+	})
+	f := s.faults.match("POST", m.Method, tool, sid)
+	if f != nil && f.Status != 0 {
+		writeStatus(w, f)
+		return
+	}
+	if f == nil {
+		f = &Fault{}
+	}
+
+	// Session and version checks.
+	var sess *session
+	if m.Method != "initialize" && !s.opts.Stateless {
+		if sid == "" {
+			http.Error(w, "mcptest: missing Mcp-Session-Id", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		sess = s.sessions[sid]
+		if sess != nil {
+			sess.posts++
+			if s.opts.ExpireAfter > 0 && sess.posts > s.opts.ExpireAfter {
+				delete(s.sessions, sid)
+				sess = nil
+			}
+		}
+		s.mu.Unlock()
+		if sess == nil {
+			http.Error(w, "mcptest: session not found", http.StatusNotFound)
+			return
+		}
+		if v := r.Header.Get("Mcp-Protocol-Version"); v != s.opts.ProtocolVersion {
+			http.Error(w, fmt.Sprintf("mcptest: MCP-Protocol-Version %q, want %q", v, s.opts.ProtocolVersion), http.StatusBadRequest)
+			return
+		}
+	}
+	if m.ID == nil { // notification or client response
+		if m.Method == "notifications/cancelled" && sess != nil {
+			var p struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			s.mu.Lock()
+			cancel := sess.inflight[string(p.RequestID)]
+			s.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if sess != nil {
+		s.mu.Lock()
+		if sess.inflight == nil {
+			sess.inflight = map[string]context.CancelFunc{}
+		}
+		sess.inflight[string(m.ID)] = cancel
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(sess.inflight, string(m.ID))
+			s.mu.Unlock()
+		}()
+	}
+	sw := s.newWriter(w, ctx, f)
+	if f.Hang != nil {
+		if sw.sse {
+			sw.start()
+		}
+		select {
+		case <-f.Hang:
+		case <-ctx.Done():
+			return
+		}
+	}
+	if sw.sse && (f.CloseAfterPriming || f.Flood > 0 || f.HugeLine > 0) {
+		if err := sw.prime(f.Retry); err != nil {
+			return
+		}
+		switch {
+		case f.Flood > 0:
+			_ = sw.flood(f.Flood)
+			return
+		case f.HugeLine > 0:
+			_ = sw.hugeLine(f.HugeLine)
+			return
+		}
+		sw.closed = true
+	}
+
+	var result json.RawMessage
+	var rpcErr *RPCError
+	var newSID string
+	switch m.Method {
+	case "initialize":
+		result, newSID = s.initialize()
+		if newSID != "" {
+			w.Header().Set("Mcp-Session-Id", newSID)
+		}
+	case "ping":
+		result = json.RawMessage(`{}`)
+	case "tools/list":
+		result, rpcErr = s.list(sess, m.Params)
+	case "tools/call":
+		result, rpcErr = s.call(ctx, sw, sess, m, r.Header)
+	default:
+		rpcErr = &RPCError{Code: -32601, Message: "method not found: " + m.Method}
+	}
+	if ctx.Err() != nil {
+		return // cancelled: no response, as the spec asks
+	}
+	_ = sw.message(s.response(m.ID, result, rpcErr, f))
+}
+
+func (s *Server) newWriter(w http.ResponseWriter, ctx context.Context, f *Fault) *streamWriter {
+	s.mu.Lock()
+	s.nextStrm++
+	st := &stream{id: "s" + strconv.Itoa(s.nextStrm)}
+	s.streams[st.id] = st
+	s.mu.Unlock()
+	return &streamWriter{w: w, ctx: ctx, sse: !s.opts.JSONResponse, split: f.SplitBytes, gate: f.Gate,
+		stream: st, written: &s.stats.BytesWritten, mu: &s.mu}
+}
+
+// response renders the response message, applying id faults.
+func (s *Server) response(id, result json.RawMessage, rpcErr *RPCError, f *Fault) []byte {
+	if f.Body != nil {
+		return f.Body
+	}
+	if f.WrongID {
+		id = json.RawMessage(`"mcptest-wrong-id"`)
+	}
+	var b []byte
+	if rpcErr != nil {
+		b = errorResponse(id, rpcErr.Code, rpcErr.Message)
+	} else {
+		b, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	}
+	if f.DuplicateID {
+		b = []byte(`{"id":` + string(id) + `,` + strings.TrimPrefix(string(b), "{"))
+	}
+	return b
+}
+
+func errorResponse(id json.RawMessage, code int, msg string) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+	return b
+}
+
+func writeJSON(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func (s *Server) initialize() (json.RawMessage, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sid := ""
+	if !s.opts.Stateless {
+		s.nextSess++
+		sid = fmt.Sprintf("mcptest-session-%d", s.nextSess)
+		s.sessions[sid] = &session{id: sid, tools: append([]ToolDef(nil), s.tools...)}
+	}
+	b, _ := json.Marshal(map[string]any{
+		"protocolVersion": s.opts.ProtocolVersion,
+		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
+		"serverInfo":      map[string]any{"name": "mcptest", "version": "0"},
+	})
+	return b, sid
+}
+
+// get serves resumption: GET with Last-Event-ID replays the stream's events
+// after that id. A GET without it (a standalone stream) is not supported.
+func (s *Server) get(w http.ResponseWriter, r *http.Request, sid string) {
+	last := r.Header.Get("Last-Event-ID")
+	s.record(Request{HTTPMethod: "GET", Session: sid, LastEventID: last, Header: r.Header.Clone()}, func(st *Stats) { st.Gets++ })
+	if f := s.faults.match("GET", "", "", sid); f != nil && f.Status != 0 {
+		writeStatus(w, f)
+		return
+	}
+	if last == "" {
+		w.Header().Set("Allow", "POST, DELETE")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	strmID, nStr, _ := strings.Cut(last, "_")
+	n, err := strconv.Atoi(nStr)
+	s.mu.Lock()
+	st := s.streams[strmID]
+	_, live := s.sessions[sid]
+	s.mu.Unlock()
+	if !s.opts.Stateless && !live {
+		http.Error(w, "mcptest: session not found", http.StatusNotFound)
+		return
+	}
+	if st == nil || err != nil {
+		http.Error(w, "mcptest: unknown Last-Event-ID", http.StatusBadRequest)
+		return
+	}
+	sw := &streamWriter{w: w, ctx: r.Context(), sse: true, written: &s.stats.BytesWritten, mu: &s.mu, stream: &stream{}}
+	sw.start()
+	for i, data := range st.after(n) {
+		if err := sw.raw([]byte(formatEvent(fmt.Sprintf("%s_%d", st.id, n+1+i), data))); err != nil {
+			return
+		}
+	}
+}
