@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentctl/agentctl/examples"
+	"github.com/agentctl/agentctl/internal/demoserver"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow"
+)
+
+func (a *app) demoCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Start the demo MCP server in-process and run examples/lookup.yaml against it",
+		Long: `demo starts a real MCP server (built with the official Go SDK) on 127.0.0.1, runs the
+example workflow against it through agentctl's own HTTP client, records every step in the
+database, and prints the outputs and an inspect summary.`,
+		Example: `  agentctl demo
+  agentctl demo --input query="event sourcing" --db /tmp/demo.db`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			srv := demoserver.New(demoserver.Options{})
+			url, stop, err := srv.Serve(ctx, "127.0.0.1:8765")
+			if err != nil { // the usual port is taken: any free loopback port will do
+				url, stop, err = srv.Serve(ctx, "127.0.0.1:0")
+				if err != nil {
+					return &exitError{code: workflow.ExitRemote, err: fmt.Errorf("start demo server: %w", err)}
+				}
+			}
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				_ = stop(sctx)
+			}()
+			src := bytes.ReplaceAll(examples.Lookup, []byte(examples.DemoURL), []byte(url))
+			wf, err := workflow.Parse(examples.LookupFile, src)
+			if err != nil {
+				return &exitError{code: workflow.ExitInvalid, err: err}
+			}
+			inputs, err := f.resolve(wf)
+			if err != nil {
+				return err
+			}
+			db, err := a.openDB(ctx)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			fmt.Fprintf(a.stderr, "demo server %s (agentctl-demo, go-sdk)\n", url)
+			res, err := a.runner(db).Run(ctx, wf, inputs, workflow.RunOptions{Command: "demo"})
+			if err != nil {
+				return err
+			}
+			if a.output != "human" {
+				return a.printResult(res)
+			}
+			if err := a.printResult(res); err != nil {
+				return err
+			}
+			doc, err := projector.Inspect(ctx, db, res.RunID)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "\nrun %s: %s, %d tasks, %d calls, %d events (database %s)\n", doc.Run.RunID, doc.Run.State, len(doc.Tasks), doc.Run.Calls, doc.Run.Events, db.Path())
+			fmt.Fprintf(a.stdout, "next: agentctl inspect %s\n", res.RunID)
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.AddCommand(a.demoServeCmd())
+	return cmd
+}
+
+func (a *app) demoServeCmd() *cobra.Command {
+	var addr string
+	cmd := &cobra.Command{
+		Use:     "serve",
+		Short:   "Serve the demo MCP server until interrupted",
+		Example: "  agentctl demo serve --addr 127.0.0.1:8765 &\n  agentctl run examples/lookup.yaml --input query=mcp",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer cancel()
+			srv := demoserver.New(demoserver.Options{})
+			url, stop, err := srv.Serve(ctx, addr)
+			if err != nil {
+				return &exitError{code: workflow.ExitInvalid, err: err}
+			}
+			fmt.Fprintf(a.stdout, "serving agentctl-demo MCP server at %s (Ctrl-C to stop)\n", url)
+			<-ctx.Done()
+			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer scancel()
+			if err := stop(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8765", "loopback address to listen on")
+	return cmd
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/migrations"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow"
+)
+
+// APIVersion is the version of the CLI's JSON envelope.
+const APIVersion = "agentctl.dev/cli/v1"
+
+// defaultDB is where the database lives unless --db or AGENTCTL_DB say otherwise.
+const defaultDB = ".agentctl/agentctl.db"
+
+// app holds the global flags and the streams of one invocation.
+type app struct {
+	stdout, stderr io.Writer
+	dbPath         string
+	output         string
+	durability     string
+	color          string
+}
+
+// exitError carries an exit code (DESIGN §8) and the run it concerns.
+type exitError struct {
+	code  int
+	runID string
+	err   error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf(format, args...)}
+}
+
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	code, runID := classify(ctx, err)
+	a.printError(err, code, runID)
+	return code
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agentctl",
+		Short: "Run workflows that call tools on remote MCP servers, with every protocol step recorded",
+		Long: `agentctl runs workflows whose tasks call tools on remote MCP servers (protocol 2025-11-25,
+Streamable HTTP) and appends every protocol step to a SQLite event log. The log is the only
+source of truth: inspect, replay and audit read it and never touch the network.`,
+		Example: `  agentctl demo
+  agentctl run examples/lookup.yaml --input query=mcp
+  agentctl inspect run-0190... --output json`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&a.dbPath, "db", "", "database file (default $AGENTCTL_DB or "+defaultDB+")")
+	root.PersistentFlags().StringVarP(&a.output, "output", "o", "human", "output format: human, json or jsonl")
+	root.PersistentFlags().StringVar(&a.durability, "durability", "full", "commit durability: full (fsync every step) or normal")
+	root.PersistentFlags().StringVar(&a.color, "color", "auto", "colour on terminals: auto, always or never (NO_COLOR is respected)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: workflow.ExitInvalid, err: err}
+	})
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		switch a.output {
+		case "human", "json", "jsonl":
+		default:
+			return usageErr("--output %q: want human, json or jsonl", a.output)
+		}
+		switch a.durability {
+		case "full", "normal":
+		default:
+			return usageErr("--durability %q: want full or normal", a.durability)
+		}
+		return nil
+	}
+	root.AddCommand(a.runCmd(), a.inspectCmd(), a.demoCmd(), a.versionCmd())
+	return root
+}
+
+// databasePath resolves --db, then AGENTCTL_DB, then the default.
+func (a *app) databasePath() string {
+	switch {
+	case a.dbPath != "":
+		return a.dbPath
+	case os.Getenv("AGENTCTL_DB") != "":
+		return os.Getenv("AGENTCTL_DB")
+	}
+	return defaultDB
+}
+
+// openDB opens (creating) the database for commands that write.
+func (a *app) openDB(ctx context.Context) (*events.DB, error) {
+	path := a.databasePath()
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, &events.Error{Op: "create directory", Path: dir, Err: err}
+		}
+	}
+	return events.Open(ctx, path, events.Options{Durability: events.Durability(a.durability)})
+}
+
+// openExisting opens the database for commands that only read; a missing
+// file is an error, not a new empty database.
+func (a *app) openExisting(ctx context.Context) (*events.DB, error) {
+	path := a.databasePath()
+	if _, err := os.Stat(path); err != nil {
+		return nil, &events.Error{Op: "open", Path: path, Err: fmt.Errorf("no database (run a workflow first, or pass --db): %w", err)}
+	}
+	return events.Open(ctx, path, events.Options{Durability: events.Durability(a.durability)})
+}
+
+// envelope is the JSON shape of every --output json answer.
+type envelope struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	OK         bool   `json:"ok"`
+	Data       any    `json:"data,omitempty"`
+	Error      any    `json:"error,omitempty"`
+}
+
+func (a *app) printJSON(w io.Writer, kind string, ok bool, data any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if a.output == "json" {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(envelope{APIVersion: APIVersion, Kind: kind, OK: ok, Data: data})
+}
+
+func (a *app) printError(err error, code int, runID string) {
+	if a.output == "json" || a.output == "jsonl" {
+		var rid any
+		if runID != "" {
+			rid = runID
+		}
+		enc := json.NewEncoder(a.stderr)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(envelope{APIVersion: APIVersion, Kind: "Error", OK: false,
+			Error: map[string]any{"message": err.Error(), "exitCode": code, "runId": rid}})
+		return
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "\n") {
+		fmt.Fprintf(a.stderr, "agentctl: %s\n", msg)
+	} else {
+		fmt.Fprintf(a.stderr, "agentctl: %s\n", strings.ReplaceAll(msg, "\n", "\n  "))
+	}
+	if runID != "" {
+		fmt.Fprintf(a.stderr, "run: %s (agentctl inspect %s)\n", runID, runID)
+	}
+}
+
+// classify maps an error to its exit code and run id (DESIGN §8).
+func classify(ctx context.Context, err error) (int, string) {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		c, rid := ee.code, ee.runID
+		var we *workflow.Error
+		if rid == "" && errors.As(err, &we) {
+			rid = we.RunID
+		}
+		return c, rid
+	}
+	var we *workflow.Error
+	if errors.As(err, &we) {
+		return we.Code, we.RunID
+	}
+	var ds workflow.Diagnostics
+	if errors.As(err, &ds) {
+		return workflow.ExitInvalid, ""
+	}
+	if errors.Is(err, projector.ErrUnknownRun) {
+		return workflow.ExitInvalid, ""
+	}
+	if errors.Is(err, migrations.ErrNewerSchema) {
+		return workflow.ExitStorage, ""
+	}
+	var se *events.Error
+	if errors.As(err, &se) {
+		return workflow.ExitStorage, ""
+	}
+	if ctx.Err() != nil {
+		return workflow.ExitCancelled, ""
+	}
+	return 1, ""
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/workflow"
+)
+
+// runFlags are the inputs of `run` (and `demo`).
+type runFlags struct {
+	inputs     []string
+	inputsFile string
+}
+
+func (f *runFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVarP(&f.inputs, "input", "i", nil, "workflow input as k=v (v parsed as JSON when it parses, else a string); repeatable")
+	cmd.Flags().StringVar(&f.inputsFile, "inputs-file", "", "JSON or YAML file of inputs (--input wins)")
+}
+
+// resolve merges --inputs-file and --input and checks them against the workflow.
+func (f *runFlags) resolve(wf *workflow.Workflow) (map[string]any, error) {
+	given := map[string]any{}
+	if f.inputsFile != "" {
+		m, err := workflow.LoadInputsFile(f.inputsFile)
+		if err != nil {
+			return nil, &exitError{code: workflow.ExitInvalid, err: err}
+		}
+		for k, v := range m {
+			given[k] = v
+		}
+	}
+	for _, kv := range f.inputs {
+		k, v, err := workflow.ParseInputFlag(kv)
+		if err != nil {
+			return nil, &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--input %q: %w", kv, err)}
+		}
+		given[k] = v
+	}
+	in, err := workflow.ResolveInputs(wf, given)
+	if err != nil {
+		return nil, &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("%s: %w", wf.File, err)}
+	}
+	return in, nil
+}
+
+func (a *app) runCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run a workflow file, recording every protocol step",
+		Example: `  agentctl run examples/lookup.yaml --input query=mcp
+  agentctl run wf.yaml --inputs-file inputs.json --output json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			wf, err := workflow.Load(args[0])
+			if err != nil {
+				return &exitError{code: workflow.ExitInvalid, err: err}
+			}
+			inputs, err := f.resolve(wf)
+			if err != nil {
+				return err
+			}
+			return a.execRun(cmd.Context(), wf, inputs, workflow.RunOptions{Command: "run"})
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// execRun runs wf and prints its result in the chosen output format.
+func (a *app) execRun(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, opts workflow.RunOptions) error {
+	db, err := a.openDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	r := a.runner(db)
+	res, err := r.Run(ctx, wf, inputs, opts)
+	if err != nil {
+		return err
+	}
+	return a.printResult(res)
+}
+
+// runner builds a workflow.Runner wired to this invocation's output.
+func (a *app) runner(db *events.DB) *workflow.Runner {
+	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version, CrashAfter: os.Getenv("AGENTCTL_TEST_CRASH_AFTER")}
+	switch a.output {
+	case "jsonl":
+		r.Observe = func(e events.Event) { _ = a.printJSON(a.stdout, "Event", true, e) }
+	case "human":
+		r.Observe = newProgress(a.stderr).observe
+	}
+	return r
+}
+
+// runResult is the data of a RunResult envelope.
+type runResult struct {
+	RunID    string         `json:"runId"`
+	State    string         `json:"state"`
+	ExitCode int            `json:"exitCode"`
+	Outputs  map[string]any `json:"outputs"`
+	Error    *string        `json:"error"`
+}
+
+func (a *app) printResult(res *workflow.Result) error {
+	data := runResult{RunID: res.RunID, State: res.State, ExitCode: res.ExitCode, Outputs: res.Outputs}
+	if res.Err != nil {
+		msg := res.Err.Error()
+		data.Error = &msg
+	}
+	if a.output == "human" {
+		keys := make([]string, 0, len(res.Outputs))
+		for k := range res.Outputs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(a.stdout, "%s: %s\n", k, humanValue(res.Outputs[k]))
+		}
+		fmt.Fprintf(a.stderr, "run %s %s\n", res.RunID, res.State)
+	} else if err := a.printJSON(a.stdout, "RunResult", res.Err == nil, data); err != nil {
+		return err
+	}
+	if res.Err != nil {
+		return &exitError{code: res.ExitCode, runID: res.RunID, err: res.Err}
+	}
+	return nil
+}

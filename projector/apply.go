@@ -1,0 +1,169 @@
+package projector
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/agentctl/agentctl/events"
+)
+
+// Apply folds evs (one committed batch of one run) into the projection
+// tables inside tx. It is an events.Applier.
+func Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	for _, e := range evs {
+		if err := applyOne(ctx, tx, e); err != nil {
+			return fmt.Errorf("project %s seq %d: %w", e.Type, e.Seq, err)
+		}
+	}
+	last := evs[len(evs)-1]
+	_, err := tx.ExecContext(ctx, `UPDATE runs SET events = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`, last.Seq, last.Seq, last.CreatedAt, last.RunID)
+	if err != nil {
+		return fmt.Errorf("project run counters: %w", err)
+	}
+	return nil
+}
+
+// CallStatus maps a state-machine state to the protocol_calls status.
+func CallStatus(fsmState string) string {
+	switch fsmState {
+	case "reconnecting", "redispatched":
+		return "dispatched"
+	}
+	return fsmState
+}
+
+func applyOne(ctx context.Context, tx *sqlx.Tx, e events.Event) error {
+	exec := func(q string, args ...any) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	}
+	switch e.Type {
+	case TypeRunCreated:
+		var p RunCreated
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		return exec(`INSERT INTO runs (run_id, workflow, workflow_digest, mode, source_run_id, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)`,
+			e.RunID, p.Workflow, p.Digest, p.Mode, nullable(p.SourceRunID), e.CreatedAt, e.CreatedAt)
+	case TypeRunFinished:
+		var p RunFinished
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		return exec(`UPDATE runs SET state = ?, exit_code = ?, error = ?, finished_at = ? WHERE run_id = ?`,
+			p.State, p.ExitCode, nullable(p.Error), e.CreatedAt, e.RunID)
+	case TypeTaskStarted:
+		var p TaskStarted
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		return exec(`INSERT INTO tasks (run_id, task_id, attempt, server, tool, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)`,
+			e.RunID, p.TaskID, p.Attempt, nullable(p.Server), nullable(p.Tool), e.CreatedAt, e.CreatedAt)
+	case TypeTaskFinished:
+		var p TaskFinished
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		return exec(`UPDATE tasks SET state = ?, error = ?, finished_at = ?, updated_at = ? WHERE run_id = ? AND task_id = ? AND attempt = ?`,
+			p.State, nullable(p.Error), e.CreatedAt, e.CreatedAt, e.RunID, p.TaskID, p.Attempt)
+	case TypeSessionOpened:
+		var p SessionOpened
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		status := "initialized"
+		if p.Generation > 1 {
+			status = "reinitialized"
+		}
+		if p.SourceRunID != "" {
+			status = "recorded"
+		}
+		return exec(`INSERT INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, source_run_id, source_task_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			e.RunID, p.TaskID, p.Remote, p.Generation, p.URL, status, nullable(p.SessionIDDigest), p.ProtocolVersion, nullable(string(p.ServerInfo)), nullable(p.SourceRunID), nullable(p.SourceTaskID), e.CreatedAt, e.CreatedAt)
+	case TypeSessionCatalog:
+		var p SessionCatalog
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		return exec(`UPDATE protocol_sessions SET catalog_digest = ?, updated_at = ? WHERE run_id = ? AND remote = ? AND generation = ?`,
+			p.CatalogDigest, e.CreatedAt, e.RunID, p.Remote, p.Generation)
+	case TypeSessionExpired:
+		var p SessionRef
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		return exec(`UPDATE protocol_sessions SET status = 'expired', updated_at = ? WHERE run_id = ? AND remote = ? AND generation = ?`,
+			e.CreatedAt, e.RunID, p.Remote, p.Generation)
+	case TypeSessionAttached:
+		var p SessionRef
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		return exec(`INSERT OR IGNORE INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, created_at, updated_at)
+			SELECT run_id, ?, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, ?, ?
+			FROM protocol_sessions WHERE run_id = ? AND task_id = ? AND remote = ? AND generation = ?`,
+			p.TaskID, e.CreatedAt, e.CreatedAt, e.RunID, p.FromTaskID, p.Remote, p.Generation)
+	case TypeCallPrepared:
+		var p CallPrepared
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if err := exec(`INSERT INTO protocol_calls (effect_id, run_id, task_id, attempt, operation, server, tool, idempotency, generation, status, arguments_digest, schema_digest, source_run_id, source_effect_id, protocol_state, created_at, updated_at) VALUES (?, ?, ?, ?, 'mcp.call', ?, ?, ?, ?, 'prepared', ?, ?, ?, ?, ?, ?, ?)`,
+			p.EffectID, e.RunID, p.TaskID, p.Attempt, p.Server, p.Tool, p.Idempotency, p.Generation, p.ArgumentsDigest, nullable(p.SchemaDigest), nullable(p.SourceRunID), nullable(p.SourceEffectID), `{"state":"prepared","redispatches":0}`, e.CreatedAt, e.CreatedAt); err != nil {
+			return err
+		}
+		return exec(`UPDATE runs SET calls = calls + 1 WHERE run_id = ?`, e.RunID)
+	case TypeCallTransition:
+		var p CallTransition
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		state := fmt.Sprintf(`{"state":%q,"redispatches":%d}`, p.To, p.Redispatches)
+		q := `UPDATE protocol_calls SET status = ?, generation = ?, redispatches = ?, protocol_state = ?, updated_at = ?`
+		args := []any{CallStatus(p.To), p.Generation, p.Redispatches, state, e.CreatedAt}
+		if p.To == "failed" || p.To == "uncertain" || p.To == "cancelled" {
+			q += `, error = COALESCE(error, ?)`
+			args = append(args, nullable(p.Reason))
+		}
+		q += ` WHERE effect_id = ?`
+		return exec(q, append(args, p.EffectID)...)
+	case TypeCallResult:
+		var p CallResult
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		return exec(`UPDATE protocol_calls SET result_digest = ?, json_rpc_id = ?, updated_at = ? WHERE effect_id = ?`,
+			p.ResultDigest, nullable(string(p.JSONRPCID)), e.CreatedAt, p.EffectID)
+	case TypeCallError:
+		var p CallError
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		return exec(`UPDATE protocol_calls SET error = ?, updated_at = ? WHERE effect_id = ?`,
+			p.Kind+": "+p.Message, e.CreatedAt, p.EffectID)
+	case TypeCallReconciled:
+		var p CallReconciled
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		return exec(`INSERT INTO effects (effect_id, run_id, status, reason, result_digest, reconciled_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			p.EffectID, e.RunID, p.Status, p.Reason, nullable(p.ResultDigest), e.CreatedAt)
+	}
+	if strings.HasPrefix(e.Type, FramePrefix) {
+		return nil // frames are evidence; inspect reads them from the log
+	}
+	return nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,261 @@
+package projector
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentctl/agentctl/events"
+)
+
+// Inspect bounds (DESIGN §4): what inspect exposes is bounded, the log is not.
+const (
+	MaxStreamEventsPerAttempt = 256
+	MaxPayloadBytes           = 4096
+)
+
+// Document is what `agentctl inspect` prints; keys are camelCase and absent
+// values are null.
+type Document struct {
+	Run              *RunView        `json:"run"`
+	Tasks            []TaskView      `json:"tasks"`
+	ProtocolSessions []SessionView   `json:"protocolSessions"`
+	ProtocolCalls    []CallView      `json:"protocolCalls"`
+	StreamEvents     []StreamEvent   `json:"streamEvents"`
+	Effects          []EffectView    `json:"effects,omitempty"`
+	Outputs          json.RawMessage `json:"outputs"`
+}
+
+// RunView is the runs row.
+type RunView struct {
+	RunID          string  `db:"run_id" json:"runId"`
+	Workflow       string  `db:"workflow" json:"workflow"`
+	WorkflowDigest string  `db:"workflow_digest" json:"workflowDigest"`
+	Mode           string  `db:"mode" json:"mode"`
+	SourceRunID    *string `db:"source_run_id" json:"sourceRunId"`
+	State          string  `db:"state" json:"state"`
+	ExitCode       *int    `db:"exit_code" json:"exitCode"`
+	Error          *string `db:"error" json:"error"`
+	Calls          int     `db:"calls" json:"calls"`
+	Events         int64   `db:"events" json:"events"`
+	LastSeq        int64   `db:"last_seq" json:"-"`
+	StartedAt      string  `db:"started_at" json:"startedAt"`
+	FinishedAt     *string `db:"finished_at" json:"finishedAt"`
+	UpdatedAt      string  `db:"updated_at" json:"updatedAt"`
+}
+
+// TaskView is a tasks row.
+type TaskView struct {
+	RunID      string  `db:"run_id" json:"-"`
+	TaskID     string  `db:"task_id" json:"taskId"`
+	Attempt    int     `db:"attempt" json:"attempt"`
+	Server     *string `db:"server" json:"server"`
+	Tool       *string `db:"tool" json:"tool"`
+	State      string  `db:"state" json:"state"`
+	Error      *string `db:"error" json:"error"`
+	StartedAt  string  `db:"started_at" json:"startedAt"`
+	FinishedAt *string `db:"finished_at" json:"finishedAt"`
+	UpdatedAt  string  `db:"updated_at" json:"updatedAt"`
+}
+
+// SessionView is a protocol_sessions row.
+type SessionView struct {
+	RunID           string          `db:"run_id" json:"runId"`
+	TaskID          string          `db:"task_id" json:"taskId"`
+	Remote          string          `db:"remote" json:"remote"`
+	Generation      int             `db:"generation" json:"generation"`
+	URL             string          `db:"url" json:"url"`
+	Status          string          `db:"status" json:"status"`
+	SessionIDDigest *string         `db:"session_id_digest" json:"sessionIdDigest"`
+	ProtocolVersion *string         `db:"protocol_version" json:"protocolVersion"`
+	ServerInfoRaw   *string         `db:"server_info" json:"-"`
+	ServerInfo      json.RawMessage `db:"-" json:"serverInfo"`
+	CatalogDigest   *string         `db:"catalog_digest" json:"catalogDigest"`
+	SourceRunID     *string         `db:"source_run_id" json:"sourceRunId"`
+	SourceTaskID    *string         `db:"source_task_id" json:"sourceTaskId"`
+	CreatedAt       string          `db:"created_at" json:"createdAt"`
+	UpdatedAt       string          `db:"updated_at" json:"updatedAt"`
+}
+
+// CallView is a protocol_calls row.
+type CallView struct {
+	EffectID        string          `db:"effect_id" json:"effectId"`
+	RunID           string          `db:"run_id" json:"runId"`
+	TaskID          string          `db:"task_id" json:"taskId"`
+	Attempt         int             `db:"attempt" json:"attempt"`
+	Operation       string          `db:"operation" json:"operation"`
+	Server          string          `db:"server" json:"server"`
+	Tool            string          `db:"tool" json:"tool"`
+	Idempotency     string          `db:"idempotency" json:"idempotency"`
+	Generation      int             `db:"generation" json:"generation"`
+	Status          string          `db:"status" json:"status"`
+	ArgumentsDigest string          `db:"arguments_digest" json:"argumentsDigest"`
+	SchemaDigest    *string         `db:"schema_digest" json:"schemaDigest"`
+	ResultDigest    *string         `db:"result_digest" json:"resultDigest"`
+	Error           *string         `db:"error" json:"error"`
+	ProtocolRaw     *string         `db:"protocol_state" json:"-"`
+	ProtocolState   json.RawMessage `db:"-" json:"protocolState"`
+	Redispatches    int             `db:"redispatches" json:"redispatches"`
+	JSONRPCID       *string         `db:"json_rpc_id" json:"jsonRpcId"`
+	SourceRunID     *string         `db:"source_run_id" json:"sourceRunId"`
+	SourceEffectID  *string         `db:"source_effect_id" json:"sourceEffectId"`
+	CreatedAt       string          `db:"created_at" json:"createdAt"`
+	UpdatedAt       string          `db:"updated_at" json:"updatedAt"`
+}
+
+// EffectView is an effects row (a reconciliation).
+type EffectView struct {
+	EffectID     string  `db:"effect_id" json:"effectId"`
+	RunID        string  `db:"run_id" json:"runId"`
+	Status       string  `db:"status" json:"status"`
+	Reason       string  `db:"reason" json:"reason"`
+	ResultDigest *string `db:"result_digest" json:"resultDigest"`
+	ReconciledAt string  `db:"reconciled_at" json:"reconciledAt"`
+}
+
+// StreamEvent is one protocol frame as inspect shows it (bounded).
+type StreamEvent struct {
+	Seq        int64           `json:"seq"`
+	Type       string          `json:"type"`
+	Stream     string          `json:"stream"`
+	TaskID     *string         `json:"taskId"`
+	Attempt    *int            `json:"attempt"`
+	EffectID   *string         `json:"effectId"`
+	Dir        string          `json:"dir"`
+	Method     *string         `json:"method"`
+	Remote     string          `json:"remote"`
+	Generation int             `json:"generation"`
+	At         string          `json:"at"`
+	Payload    json.RawMessage `json:"payload"`
+}
+
+// ErrUnknownRun is returned for a run id with no events.
+var ErrUnknownRun = errors.New("unknown run")
+
+// Inspect builds the inspect document of runID from the projections and the log.
+func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error) {
+	x := db.SQL()
+	var run RunView
+	if err := x.GetContext(ctx, &run, `SELECT run_id, workflow, workflow_digest, mode, source_run_id, state, exit_code, error, calls, events, last_seq, started_at, finished_at, updated_at FROM runs WHERE run_id = ?`, runID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("%w %q", ErrUnknownRun, runID)
+		}
+		return nil, &events.Error{Op: "inspect", Path: db.Path(), Err: err}
+	}
+	doc := &Document{Run: &run, Tasks: []TaskView{}, ProtocolSessions: []SessionView{}, ProtocolCalls: []CallView{}, StreamEvents: []StreamEvent{}, Outputs: json.RawMessage("null")}
+	if err := x.SelectContext(ctx, &doc.Tasks, `SELECT * FROM tasks WHERE run_id = ? ORDER BY started_at, task_id, attempt`, runID); err != nil {
+		return nil, &events.Error{Op: "inspect tasks", Path: db.Path(), Err: err}
+	}
+	if err := x.SelectContext(ctx, &doc.ProtocolSessions, `SELECT * FROM protocol_sessions WHERE run_id = ? ORDER BY created_at, remote, generation, task_id`, runID); err != nil {
+		return nil, &events.Error{Op: "inspect sessions", Path: db.Path(), Err: err}
+	}
+	for i := range doc.ProtocolSessions {
+		doc.ProtocolSessions[i].ServerInfo = rawOrNull(doc.ProtocolSessions[i].ServerInfoRaw)
+	}
+	if err := x.SelectContext(ctx, &doc.ProtocolCalls, `SELECT * FROM protocol_calls WHERE run_id = ? ORDER BY created_at, task_id, attempt, effect_id`, runID); err != nil {
+		return nil, &events.Error{Op: "inspect calls", Path: db.Path(), Err: err}
+	}
+	for i := range doc.ProtocolCalls {
+		doc.ProtocolCalls[i].ProtocolState = rawOrNull(doc.ProtocolCalls[i].ProtocolRaw)
+	}
+	if err := x.SelectContext(ctx, &doc.Effects, `SELECT * FROM effects WHERE run_id = ? ORDER BY reconciled_at`, runID); err != nil {
+		return nil, &events.Error{Op: "inspect effects", Path: db.Path(), Err: err}
+	}
+	perAttempt := map[string]int{}
+	err := db.Scan(ctx, runID, 0, func(e events.Event) error {
+		if e.Type == TypeRunFinished {
+			var p RunFinished
+			if err := e.Decode(&p); err == nil && p.Outputs != nil {
+				doc.Outputs, _ = json.Marshal(p.Outputs)
+			}
+		}
+		if !strings.HasPrefix(e.Type, FramePrefix) {
+			return nil
+		}
+		var f Frame
+		if err := e.Decode(&f); err != nil {
+			return err
+		}
+		key := fmt.Sprintf("%s/%d", f.TaskID, f.Attempt)
+		n := perAttempt[key]
+		perAttempt[key] = n + 1
+		switch {
+		case n < MaxStreamEventsPerAttempt-1:
+			doc.StreamEvents = append(doc.StreamEvents, streamEvent(e, f))
+		case n == MaxStreamEventsPerAttempt-1:
+			doc.StreamEvents = append(doc.StreamEvents, StreamEvent{Seq: e.Seq, Type: TypeStreamTruncated, Stream: e.Stream, TaskID: strPtr(f.TaskID), Attempt: intPtr(f.Attempt), Remote: f.Remote, Generation: f.Generation, At: e.CreatedAt})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Fill in how many frames each truncation marker stands for.
+	for i, se := range doc.StreamEvents {
+		if se.Type != TypeStreamTruncated {
+			continue
+		}
+		key := fmt.Sprintf("%s/%d", deref(se.TaskID), derefInt(se.Attempt))
+		dropped := perAttempt[key] - (MaxStreamEventsPerAttempt - 1)
+		doc.StreamEvents[i].Payload, _ = json.Marshal(map[string]int{"dropped": dropped})
+	}
+	return doc, nil
+}
+
+func streamEvent(e events.Event, f Frame) StreamEvent {
+	se := StreamEvent{Seq: e.Seq, Type: e.Type, Stream: e.Stream, Dir: f.Dir, Remote: f.Remote, Generation: f.Generation, At: e.CreatedAt,
+		TaskID: strPtr(f.TaskID), EffectID: strPtr(f.EffectID), Method: strPtr(f.Method)}
+	if f.Attempt > 0 {
+		se.Attempt = intPtr(f.Attempt)
+	}
+	se.Payload = BoundPayload(f.Body)
+	return se
+}
+
+// BoundPayload returns p, or {truncated, originalBytes, sha256} when p is over 4 KiB.
+func BoundPayload(p json.RawMessage) json.RawMessage {
+	if len(p) == 0 {
+		return json.RawMessage("null")
+	}
+	if len(p) <= MaxPayloadBytes {
+		return p
+	}
+	sum := sha256.Sum256(p)
+	out, _ := json.Marshal(map[string]any{"truncated": true, "originalBytes": len(p), "sha256": hex.EncodeToString(sum[:])})
+	return out
+}
+
+func rawOrNull(s *string) json.RawMessage {
+	if s == nil || *s == "" {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(*s)
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func intPtr(i int) *int { return &i }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefInt(i *int) int {
+	if i == nil {
+		return 0
+	}
+	return *i
+}

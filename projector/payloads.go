@@ -1,0 +1,179 @@
+package projector
+
+import "encoding/json"
+
+// Event types of the log. Frame events are "mcp." + the transport frame kind.
+const (
+	TypeRunCreated      = "run.created"
+	TypeRunFinished     = "run.finished"
+	TypeTaskStarted     = "task.started"
+	TypeTaskFinished    = "task.finished"
+	TypeSessionOpened   = "session.opened"
+	TypeSessionCatalog  = "session.catalog"
+	TypeSessionExpired  = "session.expired"
+	TypeSessionAttached = "session.attached"
+	TypeCallPrepared    = "call.prepared"
+	TypeCallTransition  = "call.transition"
+	TypeCallResult      = "call.result"
+	TypeCallError       = "call.error"
+	TypeCallReconciled  = "call.reconciled"
+	TypeStreamTruncated = "stream.truncated"
+	FramePrefix         = "mcp."
+)
+
+// RunCreated opens a run: the workflow source is kept whole so that replay
+// needs nothing but the log.
+type RunCreated struct {
+	RunID       string            `json:"runId"`
+	Workflow    string            `json:"workflow"`
+	File        string            `json:"file"`
+	Digest      string            `json:"digest"`
+	Source      string            `json:"source"`
+	Inputs      map[string]any    `json:"inputs"`
+	Mode        string            `json:"mode"`
+	SourceRunID string            `json:"sourceRunId,omitempty"`
+	Servers     map[string]string `json:"servers,omitempty"`
+	Command     string            `json:"command,omitempty"`
+}
+
+// RunFinished closes a run with its outcome.
+type RunFinished struct {
+	State    string         `json:"state"`
+	Outputs  map[string]any `json:"outputs,omitempty"`
+	Error    string         `json:"error,omitempty"`
+	ExitCode int            `json:"exitCode"`
+}
+
+// TaskStarted opens one task attempt.
+type TaskStarted struct {
+	TaskID      string `json:"taskId"`
+	Attempt     int    `json:"attempt"`
+	Server      string `json:"server"`
+	Tool        string `json:"tool"`
+	Action      string `json:"action"`
+	Idempotency string `json:"idempotency"`
+}
+
+// TaskFinished closes one task attempt.
+type TaskFinished struct {
+	TaskID  string          `json:"taskId"`
+	Attempt int             `json:"attempt"`
+	State   string          `json:"state"`
+	Output  json.RawMessage `json:"output,omitempty"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// SessionOpened records an initialized MCP session.
+type SessionOpened struct {
+	Remote          string          `json:"remote"`
+	URL             string          `json:"url"`
+	Generation      int             `json:"generation"`
+	TaskID          string          `json:"taskId"`
+	ProtocolVersion string          `json:"protocolVersion"`
+	ServerInfo      json.RawMessage `json:"serverInfo,omitempty"`
+	SessionIDDigest string          `json:"sessionIdDigest,omitempty"`
+	SourceRunID     string          `json:"sourceRunId,omitempty"`
+	SourceTaskID    string          `json:"sourceTaskId,omitempty"`
+}
+
+// ToolInfo is one tool of a catalog as recorded (remote text is data only).
+type ToolInfo struct {
+	Name         string          `json:"name"`
+	Digest       string          `json:"digest"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+	Execution    json.RawMessage `json:"execution,omitempty"`
+}
+
+// SessionCatalog records the tools/list result of a session.
+type SessionCatalog struct {
+	Remote        string     `json:"remote"`
+	Generation    int        `json:"generation"`
+	TaskID        string     `json:"taskId"`
+	CatalogDigest string     `json:"catalogDigest"`
+	Tools         []ToolInfo `json:"tools"`
+	Warnings      []string   `json:"warnings,omitempty"`
+}
+
+// SessionRef names a session row (expired, or attached to another task).
+type SessionRef struct {
+	Remote     string `json:"remote"`
+	Generation int    `json:"generation"`
+	TaskID     string `json:"taskId"`
+	FromTaskID string `json:"fromTaskId,omitempty"`
+}
+
+// CallPrepared fixes a call's identity before anything is sent.
+type CallPrepared struct {
+	EffectID        string          `json:"effectId"`
+	TaskID          string          `json:"taskId"`
+	Attempt         int             `json:"attempt"`
+	Ordinal         int             `json:"ordinal"`
+	Server          string          `json:"server"`
+	Tool            string          `json:"tool"`
+	Idempotency     string          `json:"idempotency"`
+	Generation      int             `json:"generation"`
+	ArgumentsDigest string          `json:"argumentsDigest"`
+	SchemaDigest    string          `json:"schemaDigest"`
+	Arguments       json.RawMessage `json:"arguments"`
+	IdempotencyKey  string          `json:"idempotencyKey,omitempty"`
+	SourceRunID     string          `json:"sourceRunId,omitempty"`
+	SourceEffectID  string          `json:"sourceEffectId,omitempty"`
+}
+
+// CallTransition is one move of the call state machine.
+type CallTransition struct {
+	EffectID     string `json:"effectId"`
+	From         string `json:"from"`
+	To           string `json:"to"`
+	Trigger      string `json:"trigger"`
+	Reason       string `json:"reason,omitempty"`
+	Generation   int    `json:"generation"`
+	Redispatches int    `json:"redispatches"`
+}
+
+// CallResult records a complete, validated tools/call result.
+type CallResult struct {
+	EffectID     string          `json:"effectId"`
+	JSONRPCID    json.RawMessage `json:"jsonRpcId,omitempty"`
+	IsError      bool            `json:"isError"`
+	ResultDigest string          `json:"resultDigest"`
+	Output       json.RawMessage `json:"output,omitempty"`
+}
+
+// CallError records why an attempt to send or complete a call failed.
+type CallError struct {
+	EffectID string `json:"effectId"`
+	Kind     string `json:"kind"`
+	Message  string `json:"message"`
+	Status   int    `json:"status,omitempty"`
+	Code     int    `json:"code,omitempty"`
+}
+
+// CallReconciled is an operator's verdict on an uncertain call.
+type CallReconciled struct {
+	EffectID     string          `json:"effectId"`
+	Status       string          `json:"status"`
+	Reason       string          `json:"reason"`
+	ResultDigest string          `json:"resultDigest,omitempty"`
+	Result       json.RawMessage `json:"result,omitempty"`
+}
+
+// Frame is one protocol message as persisted.
+type Frame struct {
+	Dir        string          `json:"dir"`
+	Kind       string          `json:"kind"`
+	Method     string          `json:"method,omitempty"`
+	ID         json.RawMessage `json:"id,omitempty"`
+	HTTPStatus int             `json:"httpStatus,omitempty"`
+	EventID    string          `json:"eventId,omitempty"`
+	Remote     string          `json:"remote"`
+	Generation int             `json:"generation"`
+	TaskID     string          `json:"taskId,omitempty"`
+	Attempt    int             `json:"attempt,omitempty"`
+	EffectID   string          `json:"effectId,omitempty"`
+	Body       json.RawMessage `json:"body"`
+}

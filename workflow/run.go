@@ -1,0 +1,239 @@
+package workflow
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+
+	"github.com/google/uuid"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport"
+)
+
+// Exit codes of DESIGN §8; a run records the one it ended with.
+const (
+	ExitOK        = 0
+	ExitInvalid   = 2
+	ExitUncertain = 3 // also policy refusal
+	ExitFailed    = 4
+	ExitStorage   = 5
+	ExitRemote    = 6
+	ExitCancelled = 130
+)
+
+// Run states recorded in run.finished and task.finished.
+const (
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+	StateUncertain = "uncertain"
+	StateCancelled = "cancelled"
+)
+
+// Runner executes workflows and records every protocol step in the log
+// before acting on it. A Runner may run one workflow at a time.
+type Runner struct {
+	DB *events.DB
+	// Dialer opens remotes; nil means the network (package transport).
+	Dialer Dialer
+	// UserAgent is sent to servers; "" lets transport choose.
+	UserAgent string
+	// Getenv resolves {env: NAME} secret references; nil = os.Getenv.
+	Getenv func(string) string
+	// Observe, when set, sees every event right after it is committed
+	// (progress display, JSONL streaming). It must not block for long.
+	Observe func(events.Event)
+	// CrashAfter is a test hook: the process kills itself with SIGKILL right
+	// after committing the first event of this type. Empty disables it.
+	CrashAfter string
+	// NewRunID makes run ids; nil = "run-" + UUIDv7.
+	NewRunID func() string
+}
+
+// RunOptions describe how a run came to be.
+type RunOptions struct {
+	Mode        string // "run" (default), "replay", "adhoc"
+	SourceRunID string
+	Command     string
+}
+
+// Result is how a run ended.
+type Result struct {
+	RunID    string
+	State    string
+	Outputs  map[string]any
+	ExitCode int
+	Err      error
+}
+
+// Error is a run that ended other than succeeded; Code is its exit code.
+type Error struct {
+	RunID string
+	Code  int
+	Err   error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// NewRunID returns "run-" + a UUIDv7 (time-ordered).
+func NewRunID(prefix string) string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	return prefix + "-" + id.String()
+}
+
+// EffectID is the call identity and idempotency key (DESIGN §2):
+// hex(sha256(runId NUL taskId NUL attempt NUL ordinal NUL "mcp.call" NUL inputDigest)).
+func EffectID(runID, taskID string, attempt, ordinal int, inputDigest string) string {
+	h := sha256.New()
+	for i, part := range []string{runID, taskID, strconv.Itoa(attempt), strconv.Itoa(ordinal), "mcp.call", inputDigest} {
+		if i > 0 {
+			h.Write([]byte{0})
+		}
+		h.Write([]byte(part))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Run executes wf with the resolved inputs. A non-nil error means nothing
+// was recorded (storage failure before run.created); otherwise the Result
+// says how the run ended, and Result.Err is an *Error when it did not succeed.
+func (r *Runner) Run(ctx context.Context, wf *Workflow, inputs map[string]any, opts RunOptions) (*Result, error) {
+	if opts.Mode == "" {
+		opts.Mode = "run"
+	}
+	newID := r.NewRunID
+	if newID == nil {
+		prefix := "run"
+		if opts.Mode == "replay" {
+			prefix = "replay"
+		}
+		newID = func() string { return NewRunID(prefix) }
+	}
+	rn := &run{r: r, wf: wf, id: newID(), scope: Scope{Inputs: inputs, Tasks: map[string]any{}}, remotes: map[string]*remoteState{}, conns: map[string]Conn{}, gens: map[string]int{}}
+	servers := map[string]string{}
+	for name, s := range wf.Spec.MCPServers {
+		servers[name] = s.URL
+	}
+	created := projector.RunCreated{RunID: rn.id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
+		Inputs: inputs, Mode: opts.Mode, SourceRunID: opts.SourceRunID, Servers: servers, Command: opts.Command}
+	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: created}); err != nil {
+		return nil, err
+	}
+	res := rn.execute(ctx)
+	return res, nil
+}
+
+type run struct {
+	r       *Runner
+	wf      *Workflow
+	id      string
+	scope   Scope
+	remotes map[string]*remoteState
+	conns   map[string]Conn
+	gens    map[string]int
+	pending []events.Record
+	crashed bool
+}
+
+// append commits pending records plus recs as one transaction, with the
+// projection updates, then shows them to the observer.
+func (rn *run) append(recs ...events.Record) error {
+	if len(rn.pending) > 0 {
+		recs = append(rn.pending, recs...)
+		rn.pending = nil
+	}
+	evs, err := rn.r.DB.Append(context.Background(), rn.id, recs, projector.Apply)
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		if rn.r.Observe != nil {
+			rn.r.Observe(e)
+		}
+		if rn.r.CrashAfter != "" && e.Type == rn.r.CrashAfter && !rn.crashed {
+			rn.crashed = true
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // never returns: the process is gone
+		}
+	}
+	return nil
+}
+
+func (rn *run) execute(ctx context.Context) *Result {
+	for _, t := range rn.wf.TasksInOrder() {
+		out, fail := rn.task(ctx, t, 1)
+		if fail != nil {
+			return rn.finish(nil, fail)
+		}
+		rn.scope.Tasks[t.ID] = out
+	}
+	outputs := map[string]any{}
+	if len(rn.wf.Spec.Outputs) > 0 {
+		v, err := Render(rn.wf.Spec.Outputs, rn.scope)
+		if err != nil {
+			return rn.finish(nil, &Error{RunID: rn.id, Code: ExitFailed, Err: fmt.Errorf("spec.outputs: %w", err)})
+		}
+		if m, ok := v.(map[string]any); ok {
+			outputs = m
+		}
+	}
+	return rn.finish(outputs, nil)
+}
+
+func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
+	for _, rs := range rn.remotes {
+		if rs.sess != nil {
+			_ = rs.sess.Close(context.Background())
+		}
+	}
+	res := &Result{RunID: rn.id, State: StateSucceeded, Outputs: outputs}
+	p := projector.RunFinished{State: StateSucceeded, Outputs: outputs}
+	if fail != nil {
+		res.State, res.ExitCode, res.Err = stateForExit(fail.Code), fail.Code, fail
+		p.State, p.ExitCode, p.Error = res.State, fail.Code, fail.Err.Error()
+	}
+	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunFinished, Payload: p}); err != nil {
+		res.State, res.ExitCode = StateFailed, ExitStorage
+		res.Err = &Error{RunID: rn.id, Code: ExitStorage, Err: fmt.Errorf("record run.finished: %w", err)}
+	}
+	return res
+}
+
+func stateForExit(code int) string {
+	switch code {
+	case ExitUncertain:
+		return StateUncertain
+	case ExitCancelled:
+		return StateCancelled
+	case ExitOK:
+		return StateSucceeded
+	}
+	return StateFailed
+}
+
+// exitFor maps a failure that ended a task to the run's exit code.
+func exitFor(err error) int {
+	var se *events.Error
+	if errors.As(err, &se) {
+		return ExitStorage
+	}
+	switch transport.KindOf(err) {
+	case transport.KindPolicyDenied:
+		return ExitUncertain
+	case transport.KindCancelled:
+		return ExitCancelled
+	case transport.KindRemoteError, transport.KindToolError, transport.KindInvalidArguments, transport.KindInvalidOutput, "":
+		return ExitFailed
+	}
+	return ExitRemote
+}

@@ -1,0 +1,291 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/internal/canonjson"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport"
+)
+
+// IdempotencyKeyMeta is the params._meta key that carries a keyed call's
+// idempotency key (its effect identity).
+const IdempotencyKeyMeta = "agentctl.dev/idempotency-key"
+
+// call drives one tools/call through the state machine: decide, persist the
+// transition, act, fire the outcome.
+type call struct {
+	rn      *run
+	task    TaskSpec
+	attempt int
+	rs      *remoteState
+	tool    transport.Tool
+	args    json.RawMessage
+	m       fsm.Call
+
+	effectID string
+	lastErr  error
+	reason   string // failure reason that is not a transport error
+}
+
+// callFailure is a definitive failure decided by agentctl itself.
+type callFailure struct {
+	kind transport.Kind
+	msg  string
+}
+
+func (f *callFailure) Error() string { return f.msg }
+
+func (c *call) run(ctx context.Context) (any, error) {
+	rn := c.rn
+	argDigest := canonjson.DigestBytes(c.args)
+	c.effectID = EffectID(rn.id, c.task.ID, c.attempt, 1, argDigest)
+	prep := projector.CallPrepared{EffectID: c.effectID, TaskID: c.task.ID, Attempt: c.attempt, Ordinal: 1, Server: c.task.With.Server,
+		Tool: c.tool.Name, Idempotency: string(c.m.Idempotency), Generation: c.rs.gen, ArgumentsDigest: argDigest,
+		SchemaDigest: c.tool.Digest(), Arguments: c.args}
+	if c.m.Idempotency == fsm.Keyed {
+		prep.IdempotencyKey = c.effectID
+	}
+	if err := rn.append(events.Record{Stream: c.stream(), Type: projector.TypeCallPrepared, Payload: prep}); err != nil {
+		return nil, err
+	}
+	// Checks that need no request: a violation fails the call definitively.
+	if taskSupportRequired(c.tool.Execution) {
+		return nil, c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported,
+			msg: fmt.Sprintf("tool %q requires task augmentation (execution.taskSupport = required); task-augmented tools are not supported", c.tool.Name)})
+	}
+	if err := transport.ValidateArguments(c.tool, c.args); err != nil {
+		return nil, c.failDefinitive(ctx, err)
+	}
+	req := transport.CallRequest{Tool: c.tool.Name, Arguments: c.args, ProgressToken: c.effectID[:16]}
+	if c.m.Idempotency == fsm.Keyed {
+		req.Meta = map[string]any{IdempotencyKeyMeta: c.effectID}
+	}
+	// The dispatch transition is committed together with the request frame,
+	// before the request's bytes leave.
+	if _, err := c.fire(fsm.Dispatch, "", true); err != nil {
+		return nil, err
+	}
+	for {
+		res, err := c.rs.sess.CallTool(ctx, req, c.rn.sink(c.stream(), c.frameBase()))
+		if len(rn.pending) > 0 { // nothing was sent: commit the transition anyway
+			if aerr := rn.append(); aerr != nil {
+				return nil, aerr
+			}
+		}
+		if err == nil {
+			return c.complete(ctx, res)
+		}
+		c.lastErr = err
+		trigger := triggerFor(ctx, err)
+		rec := c.errorRecord(err)
+		if transport.KindOf(err) == transport.KindSessionExpired {
+			if aerr := rn.append(events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: projector.TypeSessionExpired,
+				Payload: projector.SessionRef{Remote: c.rs.name, Generation: c.rs.gen, TaskID: c.task.ID}}); aerr != nil {
+				return nil, aerr
+			}
+			delete(rn.remotes, c.rs.name)
+		}
+		rn.pending = append(rn.pending, rec)
+		dec, ferr := c.fire(trigger, err.Error(), false)
+		if ferr != nil {
+			return nil, ferr
+		}
+		if dec != fsm.DecideReconnect {
+			return nil, err
+		}
+		if err := c.reconnect(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// reconnect opens the next session, refreshes tools/list and compares the
+// tool's schema digest before allowing the one resend.
+func (c *call) reconnect(ctx context.Context) error {
+	rn := c.rn
+	if old := rn.remotes[c.rs.name]; old != nil && old.sess != nil {
+		_ = old.sess.Close(context.Background())
+		delete(rn.remotes, c.rs.name)
+	}
+	rs, err := rn.openSession(ctx, c.rs.name, c.task.ID, c.attempt)
+	if err != nil {
+		if _, ferr := c.fire(fsm.ReconnectFailed, err.Error(), false); ferr != nil {
+			return ferr
+		}
+		return err
+	}
+	c.rs = rs
+	tool, ok := rs.catalog.Find(c.tool.Name)
+	switch {
+	case !ok:
+		f := &callFailure{kind: "tool_missing", msg: fmt.Sprintf("tool %q is gone after reconnecting to %q (generation %d); not resent", c.tool.Name, rs.name, rs.gen)}
+		_, ferr := c.fire(fsm.ToolMissing, f.msg, false)
+		return errors.Join(f, ferr)
+	case tool.Digest() != c.tool.Digest():
+		f := &callFailure{kind: "schema_changed", msg: fmt.Sprintf("tool %q changed schema after reconnecting (%s → %s); not resent", c.tool.Name, c.tool.Digest(), tool.Digest())}
+		_, ferr := c.fire(fsm.SchemaChanged, f.msg, false)
+		return errors.Join(f, ferr)
+	}
+	_, err = c.fire(fsm.Reconnected, "", true)
+	return err
+}
+
+// complete validates a result and ends the call.
+func (c *call) complete(ctx context.Context, res *transport.CallResult) (any, error) {
+	rn := c.rn
+	output := res.StructuredContent
+	if len(output) == 0 {
+		output = res.Content
+	}
+	digest := canonjson.DigestBytes(res.Raw)
+	rec := projector.CallResult{EffectID: c.effectID, JSONRPCID: res.ID, IsError: res.IsError, ResultDigest: digest, Output: output}
+	if err := rn.append(events.Record{Stream: c.stream(), Type: projector.TypeCallResult, Payload: rec}); err != nil {
+		return nil, err
+	}
+	if res.IsError {
+		return nil, c.failDefinitive(ctx, &callFailure{kind: transport.KindToolError, msg: fmt.Sprintf("tool %q returned isError: %s", c.tool.Name, contentText(res.Content))})
+	}
+	if len(res.StructuredContent) > 0 || len(c.tool.OutputSchema) > 0 {
+		if err := transport.ValidateOutput(c.tool, res.StructuredContent); err != nil {
+			return nil, c.failDefinitive(ctx, err)
+		}
+	}
+	if len(output) == 0 {
+		return nil, c.failDefinitive(ctx, &callFailure{kind: transport.KindMalformed, msg: errNoOutput.Error()})
+	}
+	if _, err := c.fire(fsm.Succeed, "", false); err != nil {
+		return nil, err
+	}
+	var v any
+	if err := decodeJSON(output, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (c *call) failDefinitive(_ context.Context, err error) error {
+	c.lastErr = err
+	c.rn.pending = append(c.rn.pending, c.errorRecord(err))
+	if _, ferr := c.fire(fsm.FailDefinitive, err.Error(), false); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return err
+}
+
+func (c *call) errorRecord(err error) events.Record {
+	p := projector.CallError{EffectID: c.effectID, Message: err.Error()}
+	var te *transport.Error
+	var cf *callFailure
+	switch {
+	case errors.As(err, &te):
+		p.Kind, p.Status, p.Code = string(te.Kind), te.Status, te.Code
+	case errors.As(err, &cf):
+		p.Kind = string(cf.kind)
+	default:
+		p.Kind = "error"
+	}
+	return events.Record{Stream: c.stream(), Type: projector.TypeCallError, Payload: p}
+}
+
+// fire moves the state machine and records the transition. With defer set,
+// the transition is committed with the next record (the request frame), so
+// intent and request become durable together, before any byte is sent.
+func (c *call) fire(t fsm.Trigger, reason string, deferred bool) (fsm.Decision, error) {
+	from := c.m
+	next, tr, dec, err := fsm.Fire(c.m, t, reason)
+	if err != nil {
+		return fsm.DecideNone, fmt.Errorf("call %s: %w", c.effectID, err)
+	}
+	c.m = next
+	p := projector.CallTransition{EffectID: c.effectID, From: string(from.State), To: string(tr.To), Trigger: string(tr.Trigger), Reason: tr.Reason,
+		Generation: c.rs.gen, Redispatches: next.Redispatches}
+	rec := events.Record{Stream: c.stream(), Type: projector.TypeCallTransition, Payload: p}
+	c.rn.pending = append(c.rn.pending, rec)
+	if deferred {
+		return dec, nil
+	}
+	return dec, c.rn.append()
+}
+
+func (c *call) stream() string { return "call/" + c.effectID }
+
+func (c *call) frameBase() projector.Frame {
+	return projector.Frame{Remote: c.rs.name, Generation: c.rs.gen, TaskID: c.task.ID, Attempt: c.attempt, EffectID: c.effectID}
+}
+
+// exitCode maps how the call ended to the run's exit code.
+func (c *call) exitCode(err error) int {
+	switch c.m.State {
+	case fsm.Uncertain:
+		return ExitUncertain
+	case fsm.Cancelled:
+		return ExitCancelled
+	case fsm.Failed:
+		var cf *callFailure
+		if errors.As(err, &cf) {
+			return ExitFailed
+		}
+		return exitFor(err)
+	}
+	return exitFor(err)
+}
+
+// triggerFor classifies a transport failure for the state machine.
+func triggerFor(ctx context.Context, err error) fsm.Trigger {
+	if ctx.Err() != nil {
+		return fsm.Cancel
+	}
+	var te *transport.Error
+	if !errors.As(err, &te) {
+		return fsm.FailPossiblyExecuted
+	}
+	switch {
+	case te.Kind == transport.KindCancelled:
+		return fsm.Cancel
+	case te.Ambiguous():
+		return fsm.FailAmbiguous
+	case te.MayHaveExecuted():
+		return fsm.FailPossiblyExecuted
+	}
+	return fsm.FailDefinitive
+}
+
+func taskSupportRequired(execution json.RawMessage) bool {
+	if len(execution) == 0 {
+		return false
+	}
+	var e struct {
+		TaskSupport string `json:"taskSupport"`
+	}
+	return json.Unmarshal(execution, &e) == nil && e.TaskSupport == "required"
+}
+
+// contentText summarises a content array for an error message.
+func contentText(content json.RawMessage) string {
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(content, &blocks) != nil {
+		return string(content)
+	}
+	var s string
+	for _, b := range blocks {
+		if b.Type == "text" {
+			if s != "" {
+				s += " "
+			}
+			s += b.Text
+		}
+	}
+	if len(s) > 512 {
+		s = s[:512] + "…"
+	}
+	return sanitize(s)
+}

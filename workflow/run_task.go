@@ -1,0 +1,187 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/internal/canonjson"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport"
+)
+
+// remoteState is the live session with one remote during a run.
+type remoteState struct {
+	name     string
+	sess     Session
+	gen      int
+	catalog  *transport.Catalog
+	owner    string // task that opened the session
+	attached map[string]bool
+}
+
+// task runs one attempt of a task and returns its output, or the failure
+// that ends the run.
+func (rn *run) task(ctx context.Context, t TaskSpec, attempt int) (any, *Error) {
+	action := rn.wf.Action(t)
+	idem, err := fsm.ParseIdempotency(action.Class())
+	if err != nil {
+		return nil, &Error{RunID: rn.id, Code: ExitInvalid, Err: fmt.Errorf("task %s: %w", t.ID, err)}
+	}
+	started := projector.TaskStarted{TaskID: t.ID, Attempt: attempt, Server: t.With.Server, Tool: t.With.Tool, Action: t.ActionName(), Idempotency: string(idem)}
+	if err := rn.append(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskStarted, Payload: started}); err != nil {
+		return nil, rn.storageFail(err)
+	}
+	out, code, err := rn.taskBody(ctx, t, attempt, idem)
+	fin := projector.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
+	if err != nil {
+		fin.State, fin.Error = stateForExit(code), err.Error()
+	} else {
+		fin.Output, _ = json.Marshal(out)
+	}
+	if aerr := rn.append(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskFinished, Payload: fin}); aerr != nil {
+		return nil, rn.storageFail(aerr)
+	}
+	if err != nil {
+		return nil, &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("task %s: %w", t.ID, err)}
+	}
+	return out, nil
+}
+
+func (rn *run) storageFail(err error) *Error {
+	return &Error{RunID: rn.id, Code: ExitStorage, Err: err}
+}
+
+func taskStream(id string, attempt int) string { return fmt.Sprintf("task/%s/%d", id, attempt) }
+
+// taskBody renders the call, makes it and checks the task's output contract.
+func (rn *run) taskBody(ctx context.Context, t TaskSpec, attempt int, idem fsm.Idempotency) (any, int, error) {
+	rendered, err := Render(t.With.Arguments, rn.scope)
+	if err != nil {
+		return nil, ExitFailed, fmt.Errorf("with.arguments: %w", err)
+	}
+	if rendered == nil {
+		rendered = map[string]any{}
+	}
+	args, err := canonjson.Marshal(rendered)
+	if err != nil {
+		return nil, ExitFailed, fmt.Errorf("with.arguments: %w", err)
+	}
+	rs, err := rn.session(ctx, t.With.Server, t.ID, attempt)
+	if err != nil {
+		return nil, exitFor(err), err
+	}
+	tool, ok := rs.catalog.Find(t.With.Tool)
+	if !ok {
+		return nil, ExitFailed, fmt.Errorf("tool %q not found on server %q; available: %s", t.With.Tool, t.With.Server, toolNames(rs.catalog))
+	}
+	c := &call{rn: rn, task: t, attempt: attempt, rs: rs, tool: tool, args: args, m: fsm.New(idem)}
+	out, err := c.run(ctx)
+	if err != nil {
+		return nil, c.exitCode(err), err
+	}
+	if len(t.OutputSchema) > 0 {
+		if err := validateContract(t.OutputSchema, out); err != nil {
+			return nil, ExitFailed, fmt.Errorf("output contract: %w", err)
+		}
+	}
+	return out, ExitOK, nil
+}
+
+func toolNames(c *transport.Catalog) string {
+	names := make([]string, 0, len(c.Tools))
+	for _, t := range c.Tools {
+		names = append(names, t.Name)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return "(none)"
+	}
+	return strings.Join(names, ", ")
+}
+
+// session returns the run's live session with remote, opening one if needed.
+func (rn *run) session(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
+	if rs := rn.remotes[remote]; rs != nil {
+		if rs.owner != taskID && !rs.attached[taskID] {
+			rs.attached[taskID] = true
+			ref := projector.SessionRef{Remote: remote, Generation: rs.gen, TaskID: taskID, FromTaskID: rs.owner}
+			if err := rn.append(events.Record{Stream: sessionStream(remote, rs.gen), Type: projector.TypeSessionAttached, Payload: ref}); err != nil {
+				return nil, err
+			}
+		}
+		return rs, nil
+	}
+	return rn.openSession(ctx, remote, taskID, attempt)
+}
+
+func sessionStream(remote string, gen int) string { return fmt.Sprintf("session/%s/%d", remote, gen) }
+
+// openSession initializes a new session (the next generation) and lists its tools.
+func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
+	conn := rn.conns[remote]
+	if conn == nil {
+		d := rn.r.Dialer
+		if d == nil {
+			d = NetworkDialer{}
+		}
+		cfg := rn.wf.TransportConfig(remote)
+		cfg.UserAgent = rn.r.UserAgent
+		cfg.Getenv = rn.r.Getenv
+		var err error
+		if conn, err = d.Dial(remote, cfg); err != nil {
+			return nil, err
+		}
+		rn.conns[remote] = conn
+	}
+	rn.gens[remote]++
+	gen := rn.gens[remote]
+	base := projector.Frame{Remote: remote, Generation: gen, TaskID: taskID, Attempt: attempt}
+	sink := rn.sink(sessionStream(remote, gen), base)
+	sess, err := conn.Connect(ctx, sink)
+	if err != nil {
+		return nil, err
+	}
+	info := sess.Info()
+	opened := projector.SessionOpened{Remote: remote, URL: rn.wf.Spec.MCPServers[remote].URL, Generation: gen, TaskID: taskID,
+		ProtocolVersion: info.ProtocolVersion, ServerInfo: info.ServerInfo, SessionIDDigest: info.IDDigest}
+	if err := rn.append(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionOpened, Payload: opened}); err != nil {
+		return nil, err
+	}
+	cat, err := sess.ListTools(ctx, sink)
+	if err != nil {
+		return nil, err
+	}
+	rec := projector.SessionCatalog{Remote: remote, Generation: gen, TaskID: taskID, CatalogDigest: cat.Digest(), Warnings: cat.Warnings}
+	for _, t := range cat.Tools {
+		rec.Tools = append(rec.Tools, projector.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
+	}
+	if err := rn.append(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionCatalog, Payload: rec}); err != nil {
+		return nil, err
+	}
+	rs := &remoteState{name: remote, sess: sess, gen: gen, catalog: cat, owner: taskID, attached: map[string]bool{}}
+	rn.remotes[remote] = rs
+	return rs, nil
+}
+
+// sink persists every frame (with any pending records) before the
+// transport sends or reads the next one.
+func (rn *run) sink(stream string, base projector.Frame) transport.Sink {
+	return func(_ context.Context, f transport.Frame) error {
+		fr := base
+		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
+		fr.Body = f.Body
+		if len(fr.Body) == 0 || !json.Valid(fr.Body) {
+			fr.Body, _ = json.Marshal(string(f.Body))
+		}
+		return rn.append(events.Record{Stream: stream, Type: projector.FramePrefix + f.Kind, Payload: fr})
+	}
+}
+
+var errNoOutput = errors.New("result has neither structuredContent nor content")
