@@ -25,6 +25,7 @@ type Handler func(ctx context.Context, c *Call) (*Result, error)
 // Call is what a Handler sees of one tools/call.
 type Call struct {
 	Tool          string
+	ID            json.RawMessage // the JSON-RPC id of the tools/call request
 	Arguments     json.RawMessage
 	Meta          json.RawMessage // params._meta as sent
 	ProgressToken json.RawMessage // params._meta.progressToken, nil when absent
@@ -180,7 +181,7 @@ func (s *Server) call(ctx context.Context, sw *streamWriter, sess *session, m rp
 	s.mu.Lock()
 	s.stats.Executed[p.Name]++
 	s.mu.Unlock()
-	c := &Call{Tool: p.Name, Arguments: p.Arguments, Meta: p.Meta, ProgressToken: meta.ProgressToken, Header: h, sw: sw}
+	c := &Call{Tool: p.Name, ID: m.ID, Arguments: p.Arguments, Meta: p.Meta, ProgressToken: meta.ProgressToken, Header: h, sw: sw}
 	if sess != nil {
 		c.Session = sess.id
 	}
