@@ -30,7 +30,6 @@ type call struct {
 
 	effectID string
 	lastErr  error
-	reason   string // failure reason that is not a transport error
 }
 
 // callFailure is a definitive failure decided by agentctl itself.

@@ -1,0 +1,39 @@
+# agentctl: the README's commands.
+GO ?= go
+FUZZTIME ?= 10s
+
+.PHONY: test demo lint fuzz-smoke bench build interop
+
+# The whole test suite: every package, race detector on, real peers on 127.0.0.1
+# (go-sdk server in-process, reference TypeScript server from interop/).
+test: interop
+	$(GO) test -race -count=1 ./...
+
+# The reference TypeScript server, installed reproducibly from the committed lockfile.
+interop: interop/node_modules/.package-lock.json
+
+interop/node_modules/.package-lock.json: interop/package.json interop/package-lock.json
+	npm ci --prefix interop --no-audit --no-fund
+
+demo:
+	$(GO) run ./cmd/agentctl demo
+
+build:
+	$(GO) build -o agentctl ./cmd/agentctl
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+# Each fuzz target briefly; run one longer with e.g. `make fuzz-smoke FUZZTIME=10m`.
+fuzz-smoke:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./... | tee bench.txt
