@@ -102,11 +102,12 @@ func TestProgressBackpressure(t *testing.T) {
 	srv := mcptest.Start(t, mcptest.Options{}, tool)
 	s := connect(t, newClient(t, srv.URL, nil), nil)
 
-	release := make(chan struct{})
+	release, parked := make(chan struct{}), make(chan struct{})
 	var rec recorder
 	sink := func(ctx context.Context, f Frame) error {
 		_ = rec.sink(ctx, f)
 		if f.Kind == "notification" && bytes.Contains(f.Body, []byte(`"progress":1`)) {
+			close(parked)
 			<-release // a slow disk
 		}
 		return nil
@@ -119,6 +120,7 @@ func TestProgressBackpressure(t *testing.T) {
 		done <- err
 	}()
 	<-sentAll
+	<-parked
 	// The server has written everything; the reader must still be parked in the sink.
 	if n := len(rec.all()); n != 2 {
 		t.Fatalf("frames while the sink blocks = %d, want 2 (request, progress 1)", n)
