@@ -50,6 +50,9 @@ func (c *call) run(ctx context.Context) (any, error) {
 	if c.m.Idempotency == fsm.Keyed {
 		prep.IdempotencyKey = c.effectID
 	}
+	if rec, ok := c.rs.sess.(Recorded); ok {
+		prep.SourceRunID, prep.SourceEffectID = rec.SourceRunID(), rec.SourceEffectID(c.task.ID, c.attempt, 1)
+	}
 	if err := rn.append(events.Record{Stream: c.stream(), Type: projector.TypeCallPrepared, Payload: prep}); err != nil {
 		return nil, err
 	}

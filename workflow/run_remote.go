@@ -27,6 +27,17 @@ type Session interface {
 	Close(ctx context.Context) error
 }
 
+// Recorded is implemented by sessions that answer from a recorded run
+// (replay): the run loop copies their source links into what it records.
+type Recorded interface {
+	// SourceRunID is the run whose evidence answers.
+	SourceRunID() string
+	// SourceTaskID is the task of the source run that opened this session.
+	SourceTaskID() string
+	// SourceEffectID names the source call that answers this task attempt's call.
+	SourceEffectID(taskID string, attempt, ordinal int) string
+}
+
 // SessionInfo is what initialize established.
 type SessionInfo struct {
 	ProtocolVersion string

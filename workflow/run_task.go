@@ -150,6 +150,9 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 	info := sess.Info()
 	opened := projector.SessionOpened{Remote: remote, URL: rn.wf.Spec.MCPServers[remote].URL, Generation: gen, TaskID: taskID,
 		ProtocolVersion: info.ProtocolVersion, ServerInfo: info.ServerInfo, SessionIDDigest: info.IDDigest}
+	if rec, ok := sess.(Recorded); ok {
+		opened.SourceRunID, opened.SourceTaskID = rec.SourceRunID(), rec.SourceTaskID()
+	}
 	if err := rn.append(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionOpened, Payload: opened}); err != nil {
 		return nil, err
 	}
