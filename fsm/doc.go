@@ -64,8 +64,10 @@
 //     From dispatched, redispatched and also reconnecting it goes to uncertain
 //     ("cancelled_after_send"): in reconnecting the first request was sent
 //     and failed ambiguously, so it may have run.
-//   - SchemaChanged, ToolMissing and ReconnectFailed go to failed, as DESIGN
-//     §5 says, and nothing is resent.
+//   - SchemaChanged and ToolMissing go to failed, as DESIGN §5 says, and
+//     nothing is resent. ReconnectFailed goes to uncertain
+//     ("reconnect_failed"): no resend happened, but the first request failed
+//     ambiguously and may have run, so only an operator can say.
 //   - Uncertain is terminal for the run loop; only an operator's
 //     [ReconcileApplied] or [ReconcileNotApplied] leaves it.
 //

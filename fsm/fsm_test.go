@@ -52,7 +52,7 @@ func TestFire_EveryStateTrigger(t *testing.T) {
 		{Reconnecting, Reconnected, Redispatched, DecideResend},
 		{Reconnecting, SchemaChanged, Failed, DecideNone},
 		{Reconnecting, ToolMissing, Failed, DecideNone},
-		{Reconnecting, ReconnectFailed, Failed, DecideNone},
+		{Reconnecting, ReconnectFailed, Uncertain, DecideNone},
 		{Reconnecting, Cancel, Uncertain, DecideNone},
 		{Reconnecting, ReconcileApplied, "", ""},
 		{Reconnecting, ReconcileNotApplied, "", ""},
@@ -215,13 +215,21 @@ func TestFire_Classes(t *testing.T) {
 				}
 				return
 			}
-			for trig, reason := range map[Trigger]string{
-				SchemaChanged: "schema_changed", ToolMissing: "tool_missing", ReconnectFailed: "reconnect_failed",
+			// A changed or missing tool fails the call; no new session leaves
+			// the first request's fate open: uncertain. Nothing is resent.
+			for _, o := range []struct {
+				trig   Trigger
+				to     State
+				reason string
+			}{
+				{SchemaChanged, Failed, "schema_changed"},
+				{ToolMissing, Failed, "tool_missing"},
+				{ReconnectFailed, Uncertain, "reconnect_failed"},
 			} {
 				c := mustFire(t, New(idem), Dispatch, FailAmbiguous)
-				got, tr, dec, err := Fire(c, trig, "")
-				if err != nil || got.State != Failed || dec != DecideNone || tr.Reason != reason || got.Redispatches != 0 {
-					t.Errorf("%s: got %+v, %v, %s, %v; want failed (%s), nothing resent", trig, got, tr, dec, err, reason)
+				got, tr, dec, err := Fire(c, o.trig, "")
+				if err != nil || got.State != o.to || dec != DecideNone || tr.Reason != o.reason || got.Redispatches != 0 {
+					t.Errorf("%s: got %+v, %v, %s, %v; want %s (%s), nothing resent", o.trig, got, tr, dec, err, o.to, o.reason)
 				}
 			}
 		})

@@ -146,12 +146,14 @@ func newMachine(s *State) *stateless.StateMachine {
 		Permit(Cancel, Uncertain)
 
 	// The first request was sent and failed ambiguously: it may have run.
-	// Leaving without a resend is failed (DESIGN §5) or, on cancel, uncertain.
+	// A changed or missing tool is failed (DESIGN §5): the call cannot be
+	// completed as declared. No new session, or a cancel, leaves the first
+	// request's fate open, so uncertain.
 	sm.Configure(Reconnecting).
 		Permit(Reconnected, Redispatched, redispatchAllowed).
 		Permit(SchemaChanged, Failed).
 		Permit(ToolMissing, Failed).
-		Permit(ReconnectFailed, Failed).
+		Permit(ReconnectFailed, Uncertain).
 		Permit(FailDefinitive, Failed).
 		Permit(Cancel, Uncertain)
 

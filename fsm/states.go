@@ -122,7 +122,8 @@ const (
 	SchemaChanged Trigger = "schema_changed"
 	// ToolMissing: reconnecting → failed; the tool is gone, nothing resent.
 	ToolMissing Trigger = "tool_missing"
-	// ReconnectFailed: reconnecting → failed; no new session, nothing resent.
+	// ReconnectFailed: reconnecting → uncertain; no new session, nothing
+	// resent, and the first request may have run.
 	ReconnectFailed Trigger = "reconnect_failed"
 	// Cancel: user cancel. prepared → cancelled (nothing was sent);
 	// dispatched|reconnecting|redispatched → uncertain (a request may have run).
