@@ -20,7 +20,7 @@ func (p *progress) observe(e events.Event) {
 	switch e.Type {
 	case projector.TypeTaskStarted:
 		var t projector.TaskStarted
-		if e.Decode(&t) == nil {
+		if e.Decode(&t) == nil && t.Tool != "" {
 			fmt.Fprintf(p.w, "▶ %s  %s/%s (%s)\n", t.TaskID, t.Server, t.Tool, t.Idempotency)
 		}
 	case projector.TypeSessionOpened:

@@ -43,6 +43,16 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// invalid wraps a workflow load error: exit 3 when every problem is a
+// policy refusal, else 2.
+func invalid(err error) error {
+	var ds workflow.Diagnostics
+	if errors.As(err, &ds) && ds.PolicyOnly() {
+		return &exitError{code: workflow.ExitUncertain, err: err}
+	}
+	return &exitError{code: workflow.ExitInvalid, err: err}
+}
+
 func usageErr(format string, args ...any) error {
 	return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf(format, args...)}
 }
@@ -96,6 +106,7 @@ source of truth: inspect, replay and audit read it and never touch the network.`
 		return nil
 	}
 	root.AddCommand(a.runCmd(), a.inspectCmd(), a.demoCmd(), a.versionCmd())
+	root.AddCommand(a.checkCmd(), a.mcpCmd())
 	return root
 }
 
