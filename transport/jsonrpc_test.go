@@ -1,0 +1,166 @@
+package transport
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDecodeFor(t *testing.T) {
+	id := json.RawMessage(`7`)
+	for _, tc := range []struct {
+		in       string
+		isResp   bool
+		kind     string
+		malforme bool
+	}{
+		{`{"jsonrpc":"2.0","id":7,"result":{}}`, true, "response", false},
+		{`{"result":{},"id":7.0,"jsonrpc":"2.0"}`, true, "response", false},
+		{`{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"x"}}`, true, "response", false},
+		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`, false, "notification", false},
+		{`{"jsonrpc":"2.0","id":7,"method":"ping"}`, false, "server_request", false},
+		{`{"jsonrpc":"2.0","id":8,"result":{}}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":"7","result":{}}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7,"id":7,"result":{}}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":null,"result":{}}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":{},"result":{}}`, false, "", true},
+		{`{"jsonrpc":"1.0","id":7,"result":{}}`, false, "", true},
+		{`{"id":7,"result":{}}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7,"result":{}} trailing`, false, "", true},
+		{`[{"jsonrpc":"2.0","id":7,"result":{}}]`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7,"result":` + strings.Repeat("[", 129) + strings.Repeat("]", 129) + `}`, false, "", true},
+		{``, false, "", true},
+	} {
+		m, isResp, err := decodeFor([]byte(tc.in), id)
+		if tc.malforme {
+			if !errors.Is(err, errMalformed) {
+				t.Errorf("decodeFor(%.60s) err = %v, want malformed", tc.in, err)
+			}
+			continue
+		}
+		if err != nil || isResp != tc.isResp || m.kind() != tc.kind {
+			t.Errorf("decodeFor(%.60s) = %v, %v, %v", tc.in, isResp, err, m)
+		}
+	}
+}
+
+func FuzzDecodeResponse(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"x"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"id":2,"result":{}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, isResp, err := decodeFor(b, json.RawMessage(`1`))
+		if err != nil {
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("non-malformed error %v", err)
+			}
+			return
+		}
+		if !json.Valid(m.Raw) {
+			t.Fatalf("accepted invalid JSON")
+		}
+		if isResp && (m.Method != "" || !sameID(m.ID, json.RawMessage(`1`)) || (m.Result == nil) == (m.Error == nil)) {
+			t.Fatalf("accepted a response that is not ours: %s", b)
+		}
+	})
+}
+
+func TestToolDigest(t *testing.T) {
+	a := Tool{Name: "x", Description: "one", Title: "T", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number","maximum":1.50}}}`)}
+	b := Tool{Name: "x", Description: "two", Annotations: json.RawMessage(`{"readOnlyHint":true}`),
+		InputSchema: json.RawMessage("{ \"properties\": {\"a\": {\"maximum\":1.50, \"type\":\"number\"}}, \"type\": \"object\" }")}
+	if a.Digest() != b.Digest() {
+		t.Errorf("key order / description / annotations changed the digest")
+	}
+	c := a
+	c.InputSchema = json.RawMessage(`{"type":"object","properties":{"a":{"type":"number","maximum":1.5}}}`)
+	if a.Digest() == c.Digest() {
+		t.Errorf("numbers must be digested as sent")
+	}
+	d := a
+	d.OutputSchema = json.RawMessage(`{"type":"object"}`)
+	e := a
+	e.Execution = json.RawMessage(`{"taskSupport":"optional"}`)
+	if a.Digest() == d.Digest() || a.Digest() == e.Digest() || d.Digest() == e.Digest() {
+		t.Errorf("outputSchema/execution must change the digest")
+	}
+	html := Tool{Name: "<&>", InputSchema: json.RawMessage(`{"description":"a<b"}`)}
+	if !strings.HasPrefix(html.Digest(), "sha256:") || len(html.Digest()) != 71 {
+		t.Errorf("digest = %q", html.Digest())
+	}
+	cat1 := &Catalog{Tools: []Tool{a, d}}
+	cat2 := &Catalog{Tools: []Tool{d, b}}
+	if cat1.Digest() != cat2.Digest() {
+		t.Errorf("catalog digest depends on order")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tool := Tool{Name: "t",
+		InputSchema:  json.RawMessage(`{"type":"object","properties":{"q":{"type":"string","minLength":2}},"required":["q"],"additionalProperties":false}`),
+		OutputSchema: json.RawMessage(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"n":{"type":"integer"}},"dependencies":{"n":["m"]}}`),
+	}
+	for _, tc := range []struct {
+		args, want string
+	}{
+		{`{"q":"ok"}`, ""},
+		{`{}`, "required"},
+		{`{"q":"x"}`, "/q"},
+		{`{"q":"ok","z":1}`, "additionalProperties"},
+		{`[]`, "type"},
+	} {
+		err := ValidateArguments(tool, json.RawMessage(tc.args))
+		if (err == nil) != (tc.want == "") || (err != nil && (!strings.Contains(err.Error(), tc.want) || KindOf(err) != KindInvalidArguments)) {
+			t.Errorf("ValidateArguments(%s) = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if err := ValidateOutput(tool, json.RawMessage(`{"n":1,"m":2}`)); err != nil {
+		t.Error(err)
+	}
+	err := ValidateOutput(tool, json.RawMessage(`{"n":1}`)) // draft-07 "dependencies"
+	if KindOf(err) != KindInvalidOutput || !strings.Contains(err.Error(), "'m' required") {
+		t.Errorf("draft-07 dependencies: %v", err)
+	}
+	if err := ValidateOutput(tool, nil); KindOf(err) != KindInvalidOutput {
+		t.Errorf("missing structuredContent: %v", err)
+	}
+	if err := ValidateOutput(Tool{Name: "free"}, nil); err != nil {
+		t.Errorf("no outputSchema: %v", err)
+	}
+	ref := Tool{Name: "r", InputSchema: json.RawMessage(`{"$ref":"file:///etc/passwd"}`)}
+	if err := ValidateArguments(ref, json.RawMessage(`{}`)); err == nil || !strings.Contains(err.Error(), "not allowed") {
+		t.Errorf("external $ref: %v", err)
+	}
+}
+
+func TestErrorClassification(t *testing.T) {
+	for _, tc := range []struct {
+		e                  Error
+		ambiguous, mayHave bool
+	}{
+		{Error{Kind: KindSessionExpired, Sent: true}, true, true},
+		{Error{Kind: KindTimeout, Sent: true}, true, true},
+		{Error{Kind: KindTimeout}, false, false},
+		{Error{Kind: KindTransportLoss, Sent: true}, true, true},
+		{Error{Kind: KindTransportLoss}, false, false},
+		{Error{Kind: KindMalformed, Sent: true}, true, true},
+		{Error{Kind: KindHTTPStatus, Status: 503, Sent: true}, false, true},
+		{Error{Kind: KindHTTPStatus, Status: 400, Sent: true}, false, false},
+		{Error{Kind: KindCancelled, Sent: true}, false, true},
+		{Error{Kind: KindCancelled}, false, false},
+		{Error{Kind: KindRemoteError, Sent: true}, false, false},
+		{Error{Kind: KindUnauthorized, Sent: true}, false, false},
+		{Error{Kind: KindPolicyDenied}, false, false},
+	} {
+		if tc.e.Ambiguous() != tc.ambiguous || tc.e.MayHaveExecuted() != tc.mayHave {
+			t.Errorf("%+v: ambiguous %v mayHave %v", tc.e, tc.e.Ambiguous(), tc.e.MayHaveExecuted())
+		}
+	}
+	wrapped := errors.Join(errors.New("x"), &Error{Kind: KindTimeout})
+	if KindOf(wrapped) != KindTimeout || KindOf(errors.New("plain")) != "" {
+		t.Errorf("KindOf")
+	}
+}
