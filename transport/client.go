@@ -188,6 +188,7 @@ func (c *Client) Connect(ctx context.Context, sink Sink) (*Session, error) {
 	}
 	s.ProtocolVersion, s.Capabilities, s.ServerInfo, s.Instructions = res.ProtocolVersion, res.Capabilities, res.ServerInfo, res.Instructions
 	if _, err := s.roundTrip(ctx, "notifications/initialized", nil, sink, nil); err != nil {
+		_ = s.Close(ctx)
 		return nil, err
 	}
 	return s, nil

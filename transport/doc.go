@@ -1,6 +1,85 @@
-// Package transport is agentctl's MCP client for the Streamable HTTP
-// transport, protocol version 2025-11-25 only.
+// Package transport is agentctl's client for remote MCP servers over the
+// Streamable HTTP transport, protocol version 2025-11-25 only. It knows
+// nothing of SQLite or of the call state machine: it sends messages, hands
+// every protocol step to a [Sink] before going on, and reports failures as
+// a classified [*Error]. It never retries a request that may have executed.
 //
-// Design notes are at the end of this comment (lifecycle, error taxonomy,
-// concurrency).
+// # Caller's loop
+//
+//	c, err := transport.New(cfg)            // policy-checks the URL; no network
+//	s, err := c.Connect(ctx, sink)          // initialize + notifications/initialized
+//	cat, err := s.ListTools(ctx, sink)      // every page, bounded
+//	tool, ok := cat.Find("search")          // record tool.Digest() at "prepared"
+//	err = transport.ValidateArguments(tool, args) // a violation: nothing is sent
+//	res, err := s.CallTool(ctx, transport.CallRequest{Tool: "search", Arguments: args}, sink)
+//	err = transport.ValidateOutput(tool, res.StructuredContent) // unless res.IsError
+//	_ = s.Close(ctx)                        // best-effort DELETE
+//
+// The sink is the caller's durability hook: an "out" frame reaches it
+// before its bytes are sent, and every "in" frame (response, progress, log,
+// server request, HTTP error) reaches it before the next one is read, so a
+// slow sink slows the reader (backpressure) and a failing sink aborts the
+// operation with [KindTransportLoss]. Frames are redacted: every resolved
+// secret value, as sent and as JSON-escaped, is replaced by [Redacted]; the
+// same holds for error messages and [CallResult]. Session ids are exposed
+// only as [Session.IDDigest].
+//
+// # Lifecycle and wire rules
+//
+// Every message is a POST with Accept "application/json, text/event-stream",
+// Content-Type "application/json", Origin "agentctl://local", a User-Agent
+// and, after initialize, MCP-Protocol-Version and the MCP-Session-Id the
+// server issued. Responses are JSON or SSE; the response is matched by its
+// JSON-RPC id (ids are integers counting from 1 per session, a server
+// request reusing our id is not mistaken for the response). An SSE stream
+// that ends before the response after an event id is resumed with GET and
+// Last-Event-ID after the server's retry (default 1s, capped by
+// Config.MaxResumeDelay), at most twice: resuming is not resending.
+// Server requests are recorded as "server_request" frames and not
+// answered (agentctl declares no client capabilities).
+//
+// A 401 re-resolves every [SecretRef] once and resends the same message
+// with the same id; a second 401 is [KindUnauthorized]. Timeout bounds
+// inactivity (restarted by every SSE event; paused while the sink works),
+// MaxDuration the whole request including the 401 resend and resumption.
+// On timeout or cancellation after sending, a best-effort
+// notifications/cancelled {requestId, reason} is sent (bounded to 2s, also
+// handed to the sink, its outcome ignored); initialize is never cancelled.
+//
+// The network policy ([Policy]) is checked before any byte is sent: scheme,
+// userinfo, port, host allowlist, and every resolved address against the
+// private ranges; DNS is resolved once per Client and the dialer is pinned
+// to the checked addresses. Redirects are never followed and no proxy is
+// taken from the environment.
+//
+// # Error taxonomy
+//
+// [Error.Sent] says whether the request may have reached the server. Nothing
+// is ambiguous or possibly executed unless it was sent.
+//
+//   - Ambiguous ([Error.Ambiguous]; may have executed, a fresh session may
+//     help; the only redispatch triggers): session_expired (HTTP 404 on a
+//     request that carried a session id), timeout, transport_loss (stream or
+//     connection lost after sending, resumption impossible), malformed
+//     (invalid JSON, wrong jsonrpc version, wrong or duplicate ids, nesting
+//     over 128, a response over Policy.MaxResponseBytes or an SSE line or
+//     event over the bound).
+//   - Possibly executed ([Error.MayHaveExecuted] but not ambiguous; never
+//     redispatched): http_status 5xx, cancelled after sending.
+//   - Definitive: remote_error (JSON-RPC error), http_status 3xx/4xx other
+//     than 401/404, unauthorized, version_mismatch, policy_denied,
+//     invalid_arguments, invalid_output, unsupported, and every failure
+//     before sending. An isError result is not an error here: it is
+//     returned in [CallResult.IsError] (kind tool_error is for callers).
+//
+// HTTP 400 is http_status and definitive, even though the reference
+// TypeScript server answers 400 (not 404) for an unknown session: a 400 does
+// not prove the session expired, so it is not treated as expiry.
+//
+// # Concurrency
+//
+// A [Client] and a [Session] are safe for concurrent use: each call is its
+// own HTTP exchange with its own id, and each call's frames reach that
+// call's sink in order (there is no order across concurrent calls). The
+// sink is called from the calling goroutine only.
 package transport

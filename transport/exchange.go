@@ -132,10 +132,8 @@ func (x *exchange) emit(f Frame) error {
 		return nil
 	}
 	f.Body = x.s.c.red.json(f.Body)
-	if f.Dir == "in" {
-		x.idle.Stop()
-		defer x.idle.Reset(x.s.c.timeout)
-	}
+	x.idle.Stop()
+	defer x.idle.Reset(x.s.c.timeout)
 	if err := x.sink(x.ctx, f); err != nil {
 		return fmt.Errorf("%w (%s %s): %w", errSinkRejected, f.Dir, f.Kind, err)
 	}

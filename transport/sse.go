@@ -19,6 +19,8 @@ type sseEvent struct {
 	Retry time.Duration // -1 when the stream has not sent retry yet
 }
 
+const utf8BOM = "\xef\xbb\xbf"
+
 var (
 	errSSELineTooLong  = errors.New("sse: line too long")
 	errSSEEventTooLong = errors.New("sse: event too large")
@@ -37,6 +39,7 @@ type sseParser struct {
 	start, end int
 	afterCR    bool // the previous line ended with CR: skip one LF
 	bomChecked bool
+	bomSeen    int // bytes of a leading UTF-8 BOM matched so far (it may span reads)
 	rerr       error
 
 	line   []byte
@@ -56,6 +59,16 @@ func newSSEParser(r io.Reader, maxLine, maxEvent int) *sseParser {
 func (p *sseParser) readLine() ([]byte, error) {
 	p.line = p.line[:0]
 	for {
+		for !p.bomChecked && p.start < p.end {
+			if p.buf[p.start] != utf8BOM[p.bomSeen] {
+				p.line = append(p.line, utf8BOM[:p.bomSeen]...) // not a BOM after all
+				p.bomChecked = true
+				break
+			}
+			p.start++
+			p.bomSeen++
+			p.bomChecked = p.bomSeen == len(utf8BOM)
+		}
 		for p.start < p.end {
 			if p.afterCR {
 				p.afterCR = false
@@ -87,12 +100,6 @@ func (p *sseParser) readLine() ([]byte, error) {
 		}
 		n, err := p.r.Read(p.buf)
 		p.start, p.end = 0, n
-		if !p.bomChecked && n > 0 {
-			p.bomChecked = true
-			if bytes.HasPrefix(p.buf[:n], []byte("\xef\xbb\xbf")) {
-				p.start = 3
-			}
-		}
 		if err != nil {
 			p.rerr = err
 		}
