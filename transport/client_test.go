@@ -275,3 +275,19 @@ func TestSessionExpiredThenNewSessionSeesNewSchema(t *testing.T) {
 		t.Errorf("stats = %+v", st)
 	}
 }
+
+func TestListToolsBounded(t *testing.T) {
+	var tools []mcptest.ToolDef
+	for i := range MaxToolPages + 1 {
+		tools = append(tools, okTool(fmt.Sprintf("t%03d", i)))
+	}
+	srv := mcptest.Start(t, mcptest.Options{PageSize: 1}, tools...)
+	s := connect(t, newClient(t, srv.URL, nil), nil)
+	_, err := s.ListTools(context.Background(), nil)
+	if e := wantKind(t, err, KindMalformed); !strings.Contains(e.Error(), "pages") {
+		t.Errorf("error = %v", e)
+	}
+	if st := srv.Stats(); st.List != MaxToolPages {
+		t.Errorf("server saw %d pages, want %d", st.List, MaxToolPages)
+	}
+}
