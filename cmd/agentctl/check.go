@@ -26,7 +26,7 @@ before it records anything.`,
 				if a.output != "human" && errors.As(err, &ds) {
 					_ = a.printJSON(a.stdout, "CheckResult", false, map[string]any{"file": args[0], "problems": ds})
 				}
-				return invalid(err)
+				return &exitError{code: workflow.ExitInvalid, err: err}
 			}
 			data := map[string]any{"file": args[0], "workflow": wf.Metadata.Name, "digest": wf.Digest, "tasks": len(wf.Spec.Tasks), "problems": []any{}}
 			if a.output != "human" {

@@ -46,7 +46,7 @@ database, and prints the outputs and an inspect summary.`,
 			src := bytes.ReplaceAll(examples.Lookup, []byte(examples.DemoURL), []byte(url))
 			wf, err := workflow.Parse(examples.LookupFile, src)
 			if err != nil {
-				return invalid(err)
+				return &exitError{code: workflow.ExitInvalid, err: err}
 			}
 			inputs, err := f.resolve(wf)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +32,7 @@ type app struct {
 	output         string
 	durability     string
 	color          string
+	busyTimeout    time.Duration
 }
 
 // exitError carries an exit code (DESIGN §8) and the run it concerns.
@@ -43,8 +45,9 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// invalid wraps a workflow load error: exit 3 when every problem is a
-// policy refusal, else 2.
+// invalid wraps the load error of a generated (ad-hoc) workflow: exit 3
+// when every problem is a policy refusal of the flags given, else 2. A
+// workflow file that contradicts its own policy is invalid input (2).
 func invalid(err error) error {
 	var ds workflow.Diagnostics
 	if errors.As(err, &ds) && ds.PolicyOnly() {
@@ -63,6 +66,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	wrapArgs(root)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
@@ -84,10 +88,18 @@ source of truth: inspect, replay and audit read it and never touch the network.`
   agentctl inspect run-0190... --output json`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Args:          cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErr("unknown command %q; see agentctl --help", args[0])
+			}
+			return cmd.Help()
+		},
 	}
 	root.PersistentFlags().StringVar(&a.dbPath, "db", "", "database file (default $AGENTCTL_DB or "+defaultDB+")")
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "human", "output format: human, json or jsonl")
 	root.PersistentFlags().StringVar(&a.durability, "durability", "full", "commit durability: full (fsync every step) or normal")
+	root.PersistentFlags().DurationVar(&a.busyTimeout, "busy-timeout", events.DefaultBusyTimeout, "how long to wait for another process's write lock")
 	root.PersistentFlags().StringVar(&a.color, "color", "auto", "colour on terminals: auto, always or never (NO_COLOR is respected)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: workflow.ExitInvalid, err: err}
@@ -107,7 +119,31 @@ source of truth: inspect, replay and audit read it and never touch the network.`
 	}
 	root.AddCommand(a.runCmd(), a.inspectCmd(), a.demoCmd(), a.versionCmd())
 	root.AddCommand(a.checkCmd(), a.mcpCmd())
+	root.AddCommand(a.runsCmd(), a.auditCmd(), a.dbCmd(), a.replayCmd())
 	return root
+}
+
+// wrapArgs makes every positional-argument error a usage error (exit 2),
+// and an unknown subcommand too.
+func wrapArgs(c *cobra.Command) {
+	if c.Args == nil && c.HasSubCommands() {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErr("unknown command %q for %q; see %s --help", args[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+			return nil
+		}
+	} else if inner := c.Args; inner != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := inner(cmd, args); err != nil {
+				return usageErr("%s: %w (usage: %s)", cmd.CommandPath(), err, cmd.UseLine())
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		wrapArgs(sub)
+	}
 }
 
 // databasePath resolves --db, then AGENTCTL_DB, then the default.
@@ -129,7 +165,12 @@ func (a *app) openDB(ctx context.Context) (*events.DB, error) {
 			return nil, &events.Error{Op: "create directory", Path: dir, Err: err}
 		}
 	}
-	return events.Open(ctx, path, events.Options{Durability: events.Durability(a.durability)})
+	return events.Open(ctx, path, a.dbOptions())
+}
+
+// dbOptions are the storage options the global flags select.
+func (a *app) dbOptions() events.Options {
+	return events.Options{Durability: events.Durability(a.durability), BusyTimeout: a.busyTimeout}
 }
 
 // openExisting opens the database for commands that only read; a missing
@@ -139,7 +180,7 @@ func (a *app) openExisting(ctx context.Context) (*events.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, &events.Error{Op: "open", Path: path, Err: fmt.Errorf("no database (run a workflow first, or pass --db): %w", err)}
 	}
-	return events.Open(ctx, path, events.Options{Durability: events.Durability(a.durability)})
+	return events.Open(ctx, path, a.dbOptions())
 }
 
 // envelope is the JSON shape of every --output json answer.

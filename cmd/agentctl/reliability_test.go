@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/demoserver"
+	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+)
+
+// TestMain lets the test binary act as agentctl for subprocess tests.
+func TestMain(m *testing.M) {
+	if os.Getenv("AGENTCTL_TEST_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// subprocess returns a command running this test binary as agentctl.
+func subprocess(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "AGENTCTL_TEST_MAIN=1")
+	return cmd
+}
+
+// seededDB returns a database holding one finished run, and its bytes.
+func seededDB(t *testing.T) (string, []byte) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "a.db")
+	_, url := demotest.StartTest(t, demoserver.Options{})
+	if _, stderr, code := cli(t, "run", writeWorkflow(t, url), "--db", db); code != 0 {
+		t.Fatalf("seed run: %s", stderr)
+	}
+	b, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, b
+}
+
+func runCount(t *testing.T, db string) int {
+	t.Helper()
+	raw, err := sql.Open("sqlite3", "file:"+db+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var n int
+	if err := raw.QueryRow(`SELECT COUNT(*) FROM events WHERE seq = 1`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestCLI_BadInputCatalogue(t *testing.T) {
+	db, before := seededDB(t)
+	files, err := filepath.Glob("../../workflow/testdata/lang/bad/*.yaml")
+	if err != nil || len(files) < 30 {
+		t.Fatalf("catalogue has %d files (%v), want ≥ 30", len(files), err)
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	src, _ := os.ReadFile("../../examples/lookup.yaml")
+	if err := os.WriteFile(good, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notJSON := filepath.Join(dir, "inputs.txt")
+	if err := os.WriteFile(notJSON, []byte("{: : :"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type tc struct {
+		name string
+		args []string
+		want string // a fragment the message must contain
+	}
+	var cases []tc
+	for _, f := range files {
+		cases = append(cases, tc{filepath.Base(f), []string{"run", f}, f + ":"})
+	}
+	cases = append(cases,
+		tc{"input-without-equals", []string{"run", good, "--input", "query"}, "--input"},
+		tc{"input-empty-name", []string{"run", good, "--input", "=x"}, "--input"},
+		tc{"input-undeclared", []string{"run", good, "--input", "nope=1"}, "nope"},
+		tc{"unknown-command", []string{"runn", good}, "runn"},
+		tc{"inspect-two-args", []string{"inspect", "a", "b"}, "inspect"},
+		tc{"inputs-file-missing", []string{"run", good, "--inputs-file", filepath.Join(dir, "missing.json")}, "missing.json"},
+		tc{"inputs-file-garbage", []string{"run", good, "--inputs-file", notJSON}, "inputs.txt"},
+		tc{"output-format", []string{"run", good, "--output", "xml"}, "--output"},
+		tc{"durability", []string{"run", good, "--durability", "sometimes"}, "--durability"},
+		tc{"unknown-flag", []string{"run", good, "--frobnicate"}, "frobnicate"},
+		tc{"no-file", []string{"run"}, "arg"},
+		tc{"missing-file", []string{"run", filepath.Join(dir, "absent.yaml")}, "absent.yaml"},
+		tc{"args-not-json", []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--args", "{nope", "--allow-private"}, "--args"},
+		tc{"args-not-object", []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--args", "[1]", "--allow-private"}, "--args"},
+		tc{"idempotency-class", []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--idempotency", "twice", "--allow-private"}, "twice"},
+		tc{"header-literal", []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--header", "authorization=Bearer x", "--allow-private"}, "--header"},
+		tc{"url-relative", []string{"mcp", "tools", "/mcp", "--allow-private"}, "/mcp"},
+	)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, stderr, code := cli(t, append(c.args, "--db", db)...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr: %s", code, stderr)
+			}
+			if !strings.Contains(stderr, c.want) {
+				t.Fatalf("message does not name %q: %s", c.want, stderr)
+			}
+			if strings.Contains(stderr, "panic") || strings.Contains(stderr, "goroutine ") {
+				t.Fatalf("panic output: %s", stderr)
+			}
+			after, _ := os.ReadFile(db)
+			if !bytes.Equal(before, after) {
+				t.Fatal("database changed")
+			}
+		})
+	}
+	if n := runCount(t, db); n != 1 {
+		t.Fatalf("runs = %d, want only the seed run", n)
+	}
+}
+
+func TestCLI_LockedDatabaseIsExit5(t *testing.T) {
+	db, _ := seededDB(t)
+	lock, err := sql.Open("sqlite3", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	conn, err := lock.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	_, url := demotest.StartTest(t, demoserver.Options{})
+	_, stderr, code := cli(t, "run", writeWorkflow(t, url), "--db", db, "--busy-timeout", "200ms")
+	if code != 5 || !strings.Contains(stderr, "locked") {
+		t.Fatalf("exit %d, want 5 naming the lock; stderr %s", code, stderr)
+	}
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if n := runCount(t, db); n != 1 {
+		t.Fatalf("runs = %d, want 1 (nothing half-written)", n)
+	}
+}
+
+func TestCLI_CorruptAndUnwritableDatabase(t *testing.T) {
+	_, url := demotest.StartTest(t, demoserver.Options{})
+	wf := writeWorkflow(t, url)
+	corrupt := filepath.Join(t.TempDir(), "corrupt.db")
+	if err := os.WriteFile(corrupt, bytes.Repeat([]byte("garbage!"), 1024), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(t.TempDir(), "trunc.db")
+	db, whole := seededDB(t)
+	_ = db
+	if err := os.WriteFile(truncated, whole[:len(whole)/3], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{
+		"corrupt":   corrupt,
+		"truncated": truncated,
+		"procfs":    "/proc/agentctl-test/agentctl.db", // a read-only filesystem, even for root
+	} {
+		t.Run(name, func(t *testing.T) {
+			before, _ := os.ReadFile(path)
+			_, stderr, code := cli(t, "run", wf, "--db", path)
+			if code != 5 {
+				t.Fatalf("exit %d, want 5; stderr %s", code, stderr)
+			}
+			if strings.Contains(stderr, "panic") {
+				t.Fatal(stderr)
+			}
+			after, _ := os.ReadFile(path)
+			if !bytes.Equal(before, after) {
+				t.Fatal("file changed")
+			}
+		})
+	}
+}
+
+func TestCLI_ConcurrentProcessesOneDatabase(t *testing.T) {
+	srv, url := demotest.StartTest(t, demoserver.Options{})
+	db := filepath.Join(t.TempDir(), "a.db")
+	wf := writeWorkflow(t, url)
+	// The processes also race to create and migrate the database.
+	const procs = 8
+	var wg sync.WaitGroup
+	errs := make([]string, procs)
+	for i := 0; i < procs; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			cmd := subprocess(t, "run", wf, "--db", db, "--input", fmt.Sprintf("query=q%d", i), "--output", "json")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				errs[i] = fmt.Sprintf("process %d: %v: %s", i, err, stderr.String())
+			} else if strings.Contains(stderr.String(), "locked") {
+				errs[i] = fmt.Sprintf("process %d mentions a lock: %s", i, stderr.String())
+			}
+		}(i)
+	}
+	wg.Wait()
+	for _, e := range errs {
+		if e != "" {
+			t.Error(e)
+		}
+	}
+	if got := srv.Calls("search"); got != procs {
+		t.Fatalf("server ran search %d times, want %d", got, procs)
+	}
+	edb, err := events.Open(context.Background(), db, events.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer edb.Close()
+	var ids []string
+	if err := edb.SQL().Select(&ids, `SELECT run_id FROM events WHERE seq = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != procs {
+		t.Fatalf("runs = %d, want %d", len(ids), procs)
+	}
+	for _, id := range ids {
+		if _, err := edb.VerifyRun(context.Background(), id); err != nil {
+			t.Errorf("run %s: %v", id, err)
+		}
+	}
+}
