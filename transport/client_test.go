@@ -291,3 +291,29 @@ func TestListToolsBounded(t *testing.T) {
 		t.Errorf("server saw %d pages, want %d", st.List, MaxToolPages)
 	}
 }
+
+func TestSessionConcurrentCalls(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, okTool("a"))
+	s := connect(t, newClient(t, srv.URL, nil), nil)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			_, err := s.CallTool(context.Background(), CallRequest{Tool: "a"}, nil)
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	ids := map[string]bool{}
+	for _, r := range srv.Stats().Requests {
+		if r.RPCMethod == "tools/call" {
+			ids[string(r.ID)] = true
+		}
+	}
+	if len(ids) != 8 {
+		t.Errorf("distinct ids = %d, want 8", len(ids))
+	}
+}
