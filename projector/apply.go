@@ -154,6 +154,8 @@ func applyOne(ctx context.Context, tx *sqlx.Tx, e events.Event) error {
 		}
 		return exec(`INSERT INTO effects (effect_id, run_id, status, reason, result_digest, reconciled_at) VALUES (?, ?, ?, ?, ?, ?)`,
 			p.EffectID, e.RunID, p.Status, p.Reason, nullable(p.ResultDigest), e.CreatedAt)
+	case TypeRunResumed:
+		return applyRunResumed(ctx, tx, e)
 	}
 	if strings.HasPrefix(e.Type, FramePrefix) {
 		return nil // frames are evidence; inspect reads them from the log

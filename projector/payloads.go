@@ -142,6 +142,9 @@ type CallResult struct {
 	IsError      bool            `json:"isError"`
 	ResultDigest string          `json:"resultDigest"`
 	Output       json.RawMessage `json:"output,omitempty"`
+	// Structured reports that Output is structuredContent (not content), so
+	// a resumed run can validate a recorded result without the network.
+	Structured bool `json:"structured,omitempty"`
 }
 
 // CallError records why an attempt to send or complete a call failed.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/google/uuid"
@@ -50,7 +51,10 @@ type Runner struct {
 	// (progress display, JSONL streaming). It must not block for long.
 	Observe func(events.Event)
 	// CrashAfter is a test hook: the process kills itself with SIGKILL right
-	// after committing the first event of this type. Empty disables it.
+	// after committing the first event of this type, or whose
+	// projector.Describe line is this ("call.transition
+	// prepared->dispatched"); a "#N" suffix picks the Nth such event.
+	// Empty disables it.
 	CrashAfter string
 	// NewRunID makes run ids; nil = "run-" + UUIDv7.
 	NewRunID func() string
@@ -119,7 +123,7 @@ func (r *Runner) Run(ctx context.Context, wf *Workflow, inputs map[string]any, o
 		}
 		newID = func() string { return NewRunID(prefix) }
 	}
-	rn := &run{r: r, wf: wf, id: newID(), scope: Scope{Inputs: inputs, Tasks: map[string]any{}}, remotes: map[string]*remoteState{}, conns: map[string]Conn{}, gens: map[string]int{}}
+	rn := newRun(r, wf, newID(), inputs)
 	servers := map[string]string{}
 	for name, s := range wf.Spec.MCPServers {
 		servers[name] = s.URL
@@ -142,7 +146,14 @@ type run struct {
 	conns   map[string]Conn
 	gens    map[string]int
 	pending []events.Record
-	crashed bool
+	// log is the run as recorded before a resume; nil for a fresh run.
+	log     *runLog
+	crashAt crashPoint
+}
+
+func newRun(r *Runner, wf *Workflow, id string, inputs map[string]any) *run {
+	return &run{r: r, wf: wf, id: id, scope: Scope{Inputs: inputs, Tasks: map[string]any{}}, remotes: map[string]*remoteState{},
+		conns: map[string]Conn{}, gens: map[string]int{}, crashAt: parseCrashPoint(r.CrashAfter)}
 }
 
 // append commits pending records plus recs as one transaction, with the
@@ -160,8 +171,7 @@ func (rn *run) append(recs ...events.Record) error {
 		if rn.r.Observe != nil {
 			rn.r.Observe(e)
 		}
-		if rn.r.CrashAfter != "" && e.Type == rn.r.CrashAfter && !rn.crashed {
-			rn.crashed = true
+		if rn.crashAt.hit(e) {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // never returns: the process is gone
 		}
@@ -169,9 +179,40 @@ func (rn *run) append(recs ...events.Record) error {
 	return nil
 }
 
+// crashPoint is the parsed Runner.CrashAfter hook: an event type or a
+// projector.Describe line ("call.transition prepared->dispatched"),
+// optionally "#N" for its Nth occurrence in this process (default 1).
+type crashPoint struct {
+	match string
+	nth   int
+	seen  int
+}
+
+func parseCrashPoint(s string) crashPoint {
+	if s == "" {
+		return crashPoint{}
+	}
+	cp := crashPoint{match: s, nth: 1}
+	if i := strings.LastIndexByte(s, '#'); i > 0 {
+		if n, err := strconv.Atoi(s[i+1:]); err == nil && n > 0 {
+			cp.match, cp.nth = s[:i], n
+		}
+	}
+	return cp
+}
+
+// hit reports whether e is the event after which the process must die.
+func (cp *crashPoint) hit(e events.Event) bool {
+	if cp.match == "" || (e.Type != cp.match && projector.Describe(e) != cp.match) {
+		return false
+	}
+	cp.seen++
+	return cp.seen == cp.nth
+}
+
 func (rn *run) execute(ctx context.Context) *Result {
 	for _, t := range rn.wf.TasksInOrder() {
-		out, fail := rn.task(ctx, t, 1)
+		out, fail := rn.runTask(ctx, t)
 		if fail != nil {
 			return rn.finish(nil, fail)
 		}

@@ -18,18 +18,25 @@ import (
 const IdempotencyKeyMeta = "agentctl.dev/idempotency-key"
 
 // call drives one tools/call through the state machine: decide, persist the
-// transition, act, fire the outcome.
+// transition, act, fire the outcome. A call is fresh (run) or picked up from
+// the log by resume; either way every decision comes from fsm.
 type call struct {
 	rn      *run
 	task    TaskSpec
 	attempt int
-	rs      *remoteState
+	remote  string
+	gen     int          // generation of the session the call is on
+	rs      *remoteState // the live session; nil until one is open (resume)
 	tool    transport.Tool
-	args    json.RawMessage
-	m       fsm.Call
+	// schemaDigest is the tool's digest recorded at prepared: the one a
+	// redispatch must find unchanged.
+	schemaDigest string
+	args         json.RawMessage
+	m            fsm.Call
 
 	effectID string
 	lastErr  error
+	reason   string // of the last transition
 }
 
 // callFailure is a definitive failure decided by agentctl itself.
@@ -40,13 +47,15 @@ type callFailure struct {
 
 func (f *callFailure) Error() string { return f.msg }
 
+// run prepares a fresh call, checks it and sends it.
 func (c *call) run(ctx context.Context) (any, error) {
 	rn := c.rn
 	argDigest := canonjson.DigestBytes(c.args)
 	c.effectID = EffectID(rn.id, c.task.ID, c.attempt, 1, argDigest)
+	c.remote, c.gen, c.schemaDigest = c.rs.name, c.rs.gen, c.tool.Digest()
 	prep := projector.CallPrepared{EffectID: c.effectID, TaskID: c.task.ID, Attempt: c.attempt, Ordinal: 1, Server: c.task.With.Server,
 		Tool: c.tool.Name, Idempotency: string(c.m.Idempotency), Generation: c.rs.gen, ArgumentsDigest: argDigest,
-		SchemaDigest: c.tool.Digest(), Arguments: c.args}
+		SchemaDigest: c.schemaDigest, Arguments: c.args}
 	if c.m.Idempotency == fsm.Keyed {
 		prep.IdempotencyKey = c.effectID
 	}
@@ -56,7 +65,12 @@ func (c *call) run(ctx context.Context) (any, error) {
 	if err := rn.append(events.Record{Stream: c.stream(), Type: projector.TypeCallPrepared, Payload: prep}); err != nil {
 		return nil, err
 	}
-	// Checks that need no request: a violation fails the call definitively.
+	return c.dispatch(ctx)
+}
+
+// dispatch runs the checks that need no request (a violation fails the
+// call definitively and nothing is sent), then sends the call once.
+func (c *call) dispatch(ctx context.Context) (any, error) {
 	if taskSupportRequired(c.tool.Execution) {
 		return nil, c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported,
 			msg: fmt.Sprintf("tool %q requires task augmentation (execution.taskSupport = required); task-augmented tools are not supported", c.tool.Name)})
@@ -64,17 +78,30 @@ func (c *call) run(ctx context.Context) (any, error) {
 	if err := transport.ValidateArguments(c.tool, c.args); err != nil {
 		return nil, c.failDefinitive(ctx, err)
 	}
-	req := transport.CallRequest{Tool: c.tool.Name, Arguments: c.args, ProgressToken: c.effectID[:16]}
-	if c.m.Idempotency == fsm.Keyed {
-		req.Meta = map[string]any{IdempotencyKeyMeta: c.effectID}
-	}
 	// The dispatch transition is committed together with the request frame,
 	// before the request's bytes leave.
 	if _, err := c.fire(fsm.Dispatch, "", true); err != nil {
 		return nil, err
 	}
+	return c.send(ctx)
+}
+
+// request is the tools/call as sent, identical on every send: keyed calls
+// carry their effect identity as the idempotency key, others carry none.
+func (c *call) request() transport.CallRequest {
+	req := transport.CallRequest{Tool: c.tool.Name, Arguments: c.args, ProgressToken: c.effectID[:16]}
+	if c.m.Idempotency == fsm.Keyed {
+		req.Meta = map[string]any{IdempotencyKeyMeta: c.effectID}
+	}
+	return req
+}
+
+// send sends the request on the live session (the dispatch or resend
+// transition is pending) and follows the machine until the call ends.
+func (c *call) send(ctx context.Context) (any, error) {
+	rn := c.rn
 	for {
-		res, err := c.rs.sess.CallTool(ctx, req, c.rn.sink(c.stream(), c.frameBase()))
+		res, err := c.rs.sess.CallTool(ctx, c.request(), c.rn.sink(c.stream(), c.frameBase()))
 		if len(rn.pending) > 0 { // nothing was sent: commit the transition anyway
 			if aerr := rn.append(); aerr != nil {
 				return nil, aerr
@@ -108,32 +135,34 @@ func (c *call) run(ctx context.Context) (any, error) {
 }
 
 // reconnect opens the next session, refreshes tools/list and compares the
-// tool's schema digest before allowing the one resend.
+// tool's schema digest with the one recorded at prepared before allowing
+// the one resend; on success the Reconnected transition is pending.
 func (c *call) reconnect(ctx context.Context) error {
 	rn := c.rn
-	if old := rn.remotes[c.rs.name]; old != nil && old.sess != nil {
+	if old := rn.remotes[c.remote]; old != nil && old.sess != nil {
 		_ = old.sess.Close(context.Background())
-		delete(rn.remotes, c.rs.name)
+		delete(rn.remotes, c.remote)
 	}
-	rs, err := rn.openSession(ctx, c.rs.name, c.task.ID, c.attempt)
+	rs, err := rn.openSession(ctx, c.remote, c.task.ID, c.attempt)
 	if err != nil {
 		if _, ferr := c.fire(fsm.ReconnectFailed, err.Error(), false); ferr != nil {
-			return ferr
+			return errors.Join(err, ferr)
 		}
 		return err
 	}
-	c.rs = rs
+	c.rs, c.gen = rs, rs.gen
 	tool, ok := rs.catalog.Find(c.tool.Name)
 	switch {
 	case !ok:
 		f := &callFailure{kind: "tool_missing", msg: fmt.Sprintf("tool %q is gone after reconnecting to %q (generation %d); not resent", c.tool.Name, rs.name, rs.gen)}
 		_, ferr := c.fire(fsm.ToolMissing, f.msg, false)
 		return errors.Join(f, ferr)
-	case tool.Digest() != c.tool.Digest():
-		f := &callFailure{kind: "schema_changed", msg: fmt.Sprintf("tool %q changed schema after reconnecting (%s → %s); not resent", c.tool.Name, c.tool.Digest(), tool.Digest())}
+	case tool.Digest() != c.schemaDigest:
+		f := &callFailure{kind: "schema_changed", msg: fmt.Sprintf("tool %q changed schema after reconnecting (%s → %s); not resent", c.tool.Name, c.schemaDigest, tool.Digest())}
 		_, ferr := c.fire(fsm.SchemaChanged, f.msg, false)
 		return errors.Join(f, ferr)
 	}
+	c.tool = tool
 	_, err = c.fire(fsm.Reconnected, "", true)
 	return err
 }
@@ -146,24 +175,42 @@ func (c *call) complete(ctx context.Context, res *transport.CallResult) (any, er
 		output = res.Content
 	}
 	digest := canonjson.DigestBytes(res.Raw)
-	rec := projector.CallResult{EffectID: c.effectID, JSONRPCID: res.ID, IsError: res.IsError, ResultDigest: digest, Output: output}
+	rec := projector.CallResult{EffectID: c.effectID, JSONRPCID: res.ID, IsError: res.IsError, ResultDigest: digest, Output: output,
+		Structured: len(res.StructuredContent) > 0}
 	if err := rn.append(events.Record{Stream: c.stream(), Type: projector.TypeCallResult, Payload: rec}); err != nil {
 		return nil, err
 	}
-	if res.IsError {
-		return nil, c.failDefinitive(ctx, &callFailure{kind: transport.KindToolError, msg: fmt.Sprintf("tool %q returned isError: %s", c.tool.Name, contentText(res.Content))})
+	return c.conclude(ctx, rec)
+}
+
+// conclude validates a recorded result and ends the call: isError and an
+// output that violates the tool's outputSchema are definitive failures. It
+// needs nothing but the record, so resume can finish a call whose result
+// reached the log before the process ended.
+func (c *call) conclude(ctx context.Context, rec projector.CallResult) (any, error) {
+	var structured json.RawMessage
+	if rec.Structured {
+		structured = rec.Output
 	}
-	if len(res.StructuredContent) > 0 || len(c.tool.OutputSchema) > 0 {
-		if err := transport.ValidateOutput(c.tool, res.StructuredContent); err != nil {
+	if rec.IsError {
+		return nil, c.failDefinitive(ctx, &callFailure{kind: transport.KindToolError, msg: fmt.Sprintf("tool %q returned isError: %s", c.tool.Name, contentText(rec.Output))})
+	}
+	if len(structured) > 0 || len(c.tool.OutputSchema) > 0 {
+		if err := transport.ValidateOutput(c.tool, structured); err != nil {
 			return nil, c.failDefinitive(ctx, err)
 		}
 	}
-	if len(output) == 0 {
+	if len(rec.Output) == 0 {
 		return nil, c.failDefinitive(ctx, &callFailure{kind: transport.KindMalformed, msg: errNoOutput.Error()})
 	}
 	if _, err := c.fire(fsm.Succeed, "", false); err != nil {
 		return nil, err
 	}
+	return decodeOutput(rec.Output)
+}
+
+// decodeOutput turns a recorded output into a workflow value.
+func decodeOutput(output json.RawMessage) (any, error) {
 	var v any
 	if err := decodeJSON(output, &v); err != nil {
 		return nil, err
@@ -204,9 +251,9 @@ func (c *call) fire(t fsm.Trigger, reason string, deferred bool) (fsm.Decision, 
 	if err != nil {
 		return fsm.DecideNone, fmt.Errorf("call %s: %w", c.effectID, err)
 	}
-	c.m = next
+	c.m, c.reason = next, tr.Reason
 	p := projector.CallTransition{EffectID: c.effectID, From: string(from.State), To: string(tr.To), Trigger: string(tr.Trigger), Reason: tr.Reason,
-		Generation: c.rs.gen, Redispatches: next.Redispatches}
+		Generation: c.gen, Redispatches: next.Redispatches}
 	rec := events.Record{Stream: c.stream(), Type: projector.TypeCallTransition, Payload: p}
 	c.rn.pending = append(c.rn.pending, rec)
 	if deferred {
@@ -218,7 +265,7 @@ func (c *call) fire(t fsm.Trigger, reason string, deferred bool) (fsm.Decision, 
 func (c *call) stream() string { return "call/" + c.effectID }
 
 func (c *call) frameBase() projector.Frame {
-	return projector.Frame{Remote: c.rs.name, Generation: c.rs.gen, TaskID: c.task.ID, Attempt: c.attempt, EffectID: c.effectID}
+	return projector.Frame{Remote: c.remote, Generation: c.gen, TaskID: c.task.ID, Attempt: c.attempt, EffectID: c.effectID}
 }
 
 // exitCode maps how the call ended to the run's exit code.

@@ -26,18 +26,28 @@ type remoteState struct {
 }
 
 // task runs one attempt of a task and returns its output, or the failure
-// that ends the run.
-func (rn *run) task(ctx context.Context, t TaskSpec, attempt int) (any, *Error) {
+// that ends the run. prev is the attempt as recorded when resume continues
+// an attempt that was interrupted (its task.started is already in the log);
+// nil starts a new attempt.
+func (rn *run) task(ctx context.Context, t TaskSpec, attempt int, prev *loggedAttempt) (any, *Error) {
 	action := rn.wf.Action(t)
 	idem, err := fsm.ParseIdempotency(action.Class())
 	if err != nil {
 		return nil, &Error{RunID: rn.id, Code: ExitInvalid, Err: fmt.Errorf("task %s: %w", t.ID, err)}
 	}
-	started := projector.TaskStarted{TaskID: t.ID, Attempt: attempt, Server: t.With.Server, Tool: t.With.Tool, Action: t.ActionName(), Idempotency: string(idem)}
-	if err := rn.append(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskStarted, Payload: started}); err != nil {
-		return nil, rn.storageFail(err)
+	if prev == nil {
+		started := projector.TaskStarted{TaskID: t.ID, Attempt: attempt, Server: t.With.Server, Tool: t.With.Tool, Action: t.ActionName(), Idempotency: string(idem)}
+		if err := rn.append(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskStarted, Payload: started}); err != nil {
+			return nil, rn.storageFail(err)
+		}
 	}
-	out, code, err := rn.taskBody(ctx, t, attempt, idem)
+	out, code, err := rn.taskBody(ctx, t, attempt, idem, prev)
+	return rn.finishAttempt(t, attempt, out, code, err)
+}
+
+// finishAttempt records task.finished and turns a failure into the *Error
+// that ends the run.
+func (rn *run) finishAttempt(t TaskSpec, attempt int, out any, code int, err error) (any, *Error) {
 	fin := projector.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
 	if err != nil {
 		fin.State, fin.Error = stateForExit(code), err.Error()
@@ -59,38 +69,69 @@ func (rn *run) storageFail(err error) *Error {
 
 func taskStream(id string, attempt int) string { return fmt.Sprintf("task/%s/%d", id, attempt) }
 
-// taskBody renders the call, makes it and checks the task's output contract.
-func (rn *run) taskBody(ctx context.Context, t TaskSpec, attempt int, idem fsm.Idempotency) (any, int, error) {
-	rendered, err := Render(t.With.Arguments, rn.scope)
+// taskBody makes the attempt's call (a fresh one, or the recorded one of
+// an interrupted attempt) and checks the task's output contract.
+func (rn *run) taskBody(ctx context.Context, t TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (any, int, error) {
+	var c *call
+	var out any
+	var err error
+	if prev != nil && prev.call != nil {
+		if c, err = rn.resumedCall(t, prev.call); err != nil {
+			return nil, ExitStorage, err
+		}
+		out, err = c.resume(ctx, prev.call)
+	} else {
+		if c, err = rn.newCall(ctx, t, attempt, idem); err != nil {
+			return nil, exitFor(err), err
+		}
+		if c == nil {
+			return nil, ExitFailed, fmt.Errorf("tool %q not found on server %q; available: %s", t.With.Tool, t.With.Server, toolNames(rn.remotes[t.With.Server].catalog))
+		}
+		out, err = c.run(ctx)
+	}
 	if err != nil {
-		return nil, ExitFailed, fmt.Errorf("with.arguments: %w", err)
+		code := c.exitCode(err)
+		if c.m.State == fsm.Uncertain {
+			err = c.uncertain(err)
+		}
+		return nil, code, err
 	}
-	if rendered == nil {
-		rendered = map[string]any{}
-	}
-	args, err := canonjson.Marshal(rendered)
-	if err != nil {
-		return nil, ExitFailed, fmt.Errorf("with.arguments: %w", err)
-	}
-	rs, err := rn.session(ctx, t.With.Server, t.ID, attempt)
-	if err != nil {
-		return nil, exitFor(err), err
-	}
-	tool, ok := rs.catalog.Find(t.With.Tool)
-	if !ok {
-		return nil, ExitFailed, fmt.Errorf("tool %q not found on server %q; available: %s", t.With.Tool, t.With.Server, toolNames(rs.catalog))
-	}
-	c := &call{rn: rn, task: t, attempt: attempt, rs: rs, tool: tool, args: args, m: fsm.New(idem)}
-	out, err := c.run(ctx)
-	if err != nil {
-		return nil, c.exitCode(err), err
-	}
+	return checkContract(t, out)
+}
+
+// checkContract applies the task's outputSchema to its output.
+func checkContract(t TaskSpec, out any) (any, int, error) {
 	if len(t.OutputSchema) > 0 {
 		if err := validateContract(t.OutputSchema, out); err != nil {
 			return nil, ExitFailed, fmt.Errorf("output contract: %w", err)
 		}
 	}
 	return out, ExitOK, nil
+}
+
+// newCall renders the task's arguments and opens (or reuses) the session;
+// a nil call means the tool is not in the session's catalog.
+func (rn *run) newCall(ctx context.Context, t TaskSpec, attempt int, idem fsm.Idempotency) (*call, error) {
+	rendered, err := Render(t.With.Arguments, rn.scope)
+	if err != nil {
+		return nil, fmt.Errorf("with.arguments: %w", err)
+	}
+	if rendered == nil {
+		rendered = map[string]any{}
+	}
+	args, err := canonjson.Marshal(rendered)
+	if err != nil {
+		return nil, fmt.Errorf("with.arguments: %w", err)
+	}
+	rs, err := rn.session(ctx, t.With.Server, t.ID, attempt)
+	if err != nil {
+		return nil, err
+	}
+	tool, ok := rs.catalog.Find(t.With.Tool)
+	if !ok {
+		return nil, nil
+	}
+	return &call{rn: rn, task: t, attempt: attempt, rs: rs, tool: tool, args: args, m: fsm.New(idem)}, nil
 }
 
 func toolNames(c *transport.Catalog) string {

@@ -1,0 +1,165 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/internal/canonjson"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport"
+)
+
+// The verdicts an operator may give on an uncertain call.
+const (
+	// ReconcileApplied: the call did execute; its result (required) becomes
+	// the task's output when the run is resumed.
+	ReconcileApplied = "applied"
+	// ReconcileNotApplied: the call did not execute; resume starts a new
+	// task attempt (a new call identity and idempotency key).
+	ReconcileNotApplied = "not-applied"
+)
+
+// UncertainError ends a run whose call may have executed and may not be
+// sent again (DESIGN §2, "uncertain"). Its message tells the operator how
+// to settle it; the run's exit code is ExitUncertain.
+type UncertainError struct {
+	RunID    string
+	EffectID string
+	TaskID   string
+	Server   string // the remote's name
+	URL      string
+	Err      error // why the call ended uncertain
+}
+
+func (e *UncertainError) Error() string {
+	return fmt.Sprintf("call %s of task %s may have executed on %s (%s): %v\n"+
+		"check the server, then: agentctl effects reconcile %s --status applied --result-file R.json"+
+		" | --status not-applied --reason \"...\" and agentctl resume %s",
+		e.EffectID, e.TaskID, e.Server, e.URL, e.Err, e.EffectID, e.RunID)
+}
+
+// Unwrap returns the failure that left the call uncertain.
+func (e *UncertainError) Unwrap() error { return e.Err }
+
+// uncertain wraps the failure that left c uncertain with the reconcile how-to.
+func (c *call) uncertain(err error) error {
+	return &UncertainError{RunID: c.rn.id, EffectID: c.effectID, TaskID: c.task.ID, Server: c.remote,
+		URL: c.rn.wf.Spec.MCPServers[c.remote].URL, Err: err}
+}
+
+// uncertainOf builds the UncertainError of a call as recorded.
+func (rn *run) uncertainOf(lc *loggedCall, err error) error {
+	if err == nil {
+		reason := string(lc.m.State)
+		if n := len(lc.transitions); n > 0 {
+			reason = lc.transitions[n-1].Reason
+		}
+		err = errors.New(reason)
+	}
+	return &UncertainError{RunID: rn.id, EffectID: lc.prep.EffectID, TaskID: lc.prep.TaskID, Server: lc.prep.Server,
+		URL: rn.wf.Spec.MCPServers[lc.prep.Server].URL, Err: err}
+}
+
+// Reconciliation is an operator's verdict on one uncertain call.
+type Reconciliation struct {
+	EffectID string
+	Status   string // ReconcileApplied or ReconcileNotApplied
+	Reason   string // why the operator believes it; required
+	// Result is the call's result when Status is ReconcileApplied (required
+	// then, forbidden otherwise): the tool's structuredContent, validated
+	// against the tool's outputSchema as recorded at prepared.
+	Result json.RawMessage
+}
+
+// Reconciled is what Reconcile recorded.
+type Reconciled struct {
+	RunID      string         `json:"runId"`
+	EffectID   string         `json:"effectId"`
+	TaskID     string         `json:"taskId"`
+	Status     string         `json:"status"`
+	Transition fsm.Transition `json:"transition"`
+}
+
+// Reconcile records an operator's verdict on an uncertain call: a
+// call.reconciled event and the call.transition it causes (uncertain →
+// succeeded or failed), appended to the call's run in one transaction.
+// Afterwards `Resume` continues the run. A call that is not uncertain is
+// refused, as is an applied verdict without a valid result; refusals are
+// *Error with code ExitInvalid and record nothing.
+func Reconcile(ctx context.Context, db *events.DB, rq Reconciliation) (*Reconciled, error) {
+	invalid := func(format string, args ...any) error {
+		return &Error{Code: ExitInvalid, Err: fmt.Errorf("reconcile %s: "+format, append([]any{rq.EffectID}, args...)...)}
+	}
+	trigger := fsm.ReconcileApplied
+	switch rq.Status {
+	case ReconcileApplied:
+		if len(rq.Result) == 0 {
+			return nil, invalid("--status applied needs the call's result (--result-file)")
+		}
+		if !json.Valid(rq.Result) {
+			return nil, invalid("result is not JSON")
+		}
+	case ReconcileNotApplied:
+		trigger = fsm.ReconcileNotApplied
+		if len(rq.Result) > 0 {
+			return nil, invalid("a result makes no sense with --status not-applied")
+		}
+	default:
+		return nil, invalid("status %q: want %s or %s", rq.Status, ReconcileApplied, ReconcileNotApplied)
+	}
+	if rq.Reason == "" {
+		return nil, invalid("a reason is required (--reason)")
+	}
+	runID, err := projector.CallRunID(ctx, db, rq.EffectID)
+	if err != nil {
+		if errors.Is(err, projector.ErrUnknownCall) {
+			return nil, invalid("%w", err)
+		}
+		return nil, err
+	}
+	l, err := loadRunLog(ctx, db, runID)
+	if err != nil {
+		return nil, err
+	}
+	lc := l.calls[rq.EffectID]
+	if lc == nil {
+		return nil, invalid("%w: not in the log of run %s", projector.ErrUnknownCall, runID)
+	}
+	if lc.m.State != fsm.Uncertain {
+		return nil, &Error{RunID: runID, Code: ExitInvalid,
+			Err: fmt.Errorf("reconcile %s: refused: the call is %s, not uncertain; only an uncertain call can be reconciled", rq.EffectID, lc.m.State)}
+	}
+	rec := projector.CallReconciled{EffectID: rq.EffectID, Status: rq.Status, Reason: rq.Reason}
+	if rq.Status == ReconcileApplied {
+		tool, ok := l.tool(lc)
+		if !ok {
+			return nil, fmt.Errorf("reconcile %s: tool %q is not in the recorded catalog", rq.EffectID, lc.prep.Tool)
+		}
+		if err := transport.ValidateOutput(tool, rq.Result); err != nil {
+			return nil, invalid("result does not match the tool's outputSchema: %w", err)
+		}
+		canon, err := canonjson.Canonical(rq.Result)
+		if err != nil {
+			return nil, invalid("result: %w", err)
+		}
+		rec.Result, rec.ResultDigest = canon, canonjson.DigestBytes(canon)
+	}
+	next, tr, _, err := fsm.Fire(lc.m, trigger, rq.Reason)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile %s: %w", rq.EffectID, err)
+	}
+	stream := "call/" + rq.EffectID
+	recs := []events.Record{
+		{Stream: stream, Type: projector.TypeCallReconciled, Payload: rec},
+		{Stream: stream, Type: projector.TypeCallTransition, Payload: projector.CallTransition{EffectID: rq.EffectID,
+			From: string(tr.From), To: string(tr.To), Trigger: string(tr.Trigger), Reason: tr.Reason, Generation: lc.gen, Redispatches: next.Redispatches}},
+	}
+	if _, err := db.Append(ctx, runID, recs, projector.Apply); err != nil {
+		return nil, err
+	}
+	return &Reconciled{RunID: runID, EffectID: rq.EffectID, TaskID: lc.prep.TaskID, Status: rq.Status, Transition: tr}, nil
+}

@@ -1,0 +1,138 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/projector"
+)
+
+// ReasonInterrupted is the reason of the FailAmbiguous transition resume
+// fires for a call that was sent (or about to be) when the process ended:
+// nobody knows whether the request reached the server.
+const ReasonInterrupted = "interrupted: process ended after dispatch"
+
+// Resume continues runID from its log after the process that ran it ended
+// (a crash, a kill) or after an operator reconciled the call that left it
+// uncertain. It appends to the same run: a run.resumed event, then the
+// rest of the run. Nothing is taken from memory:
+//
+//   - the workflow and inputs come from run.created;
+//   - a task whose attempt succeeded is not run again: its recorded output
+//     is used;
+//   - a call that was prepared but never dispatched is dispatched (on a new
+//     session, after checking the tool's schema digest);
+//   - a call dispatched with no outcome in the log is an ambiguous failure
+//     (ReasonInterrupted): the state machine, rebuilt from the call's
+//     transitions, decides between the one redispatch its class and budget
+//     allow and uncertain;
+//   - a call whose result is in the log is completed from that result,
+//     never sent again;
+//   - a call reconciled as applied completes its task with the reconciled
+//     result; one reconciled as not applied makes the task start a new
+//     attempt (a new call identity and idempotency key).
+//
+// A finished run may be resumed only when it ended uncertain and a
+// reconcile has since settled its uncertain call; otherwise, and for
+// replays, Resume refuses with an *Error of code ExitInvalid and records
+// nothing. As with Run, a non-nil error means nothing was recorded.
+func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
+	l, err := loadRunLog(ctx, r.DB, runID)
+	if err != nil {
+		if errors.Is(err, events.ErrNoRun) {
+			return nil, &Error{Code: ExitInvalid, Err: fmt.Errorf("resume %s: %w", runID, err)}
+		}
+		return nil, err
+	}
+	refuse := func(format string, args ...any) (*Result, error) {
+		return nil, &Error{RunID: runID, Code: ExitInvalid, Err: fmt.Errorf("resume %s: "+format, append([]any{runID}, args...)...)}
+	}
+	if l.created.Mode == "replay" {
+		return refuse("a replay cannot be resumed; replay the source run again")
+	}
+	previous := "running"
+	if l.finished != nil {
+		if err := l.resumable(); err != nil {
+			return refuse("%w", err)
+		}
+		previous = l.finished.State
+	}
+	wf, err := Parse(l.created.File, []byte(l.created.Source))
+	if err != nil {
+		return refuse("recorded workflow: %w", err)
+	}
+	rn := newRun(r, wf, runID, l.created.Inputs)
+	rn.log = l
+	rn.gens = maps.Clone(l.gens)
+	resumed := projector.RunResumed{FromSeq: l.lastSeq, PreviousState: previous, Command: "resume"}
+	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunResumed, Payload: resumed}); err != nil {
+		return nil, err
+	}
+	return rn.execute(ctx), nil
+}
+
+// resumable says why a finished run may not be resumed, or nil: it must
+// have ended uncertain, and every task left uncertain must have its call
+// reconciled since.
+func (l *runLog) resumable() error {
+	if l.finished.State != StateUncertain {
+		return fmt.Errorf("run finished %s; only a run left uncertain can be resumed, after its call is reconciled", l.finished.State)
+	}
+	settled := 0
+	for _, as := range l.attempts {
+		a := as[len(as)-1]
+		if a.finished == nil || a.finished.State != StateUncertain || a.call == nil {
+			continue
+		}
+		if a.call.m.State == fsm.Uncertain {
+			return fmt.Errorf("call %s of task %s is still uncertain; reconcile it first (agentctl effects reconcile %s --status applied|not-applied)",
+				a.call.prep.EffectID, a.started.TaskID, a.call.prep.EffectID)
+		}
+		settled++
+	}
+	if settled == 0 {
+		return errors.New("run finished uncertain but no reconciled call was found")
+	}
+	return nil
+}
+
+// runTask runs a task in a fresh run, or decides from the log what is left
+// of it in a resumed one.
+func (rn *run) runTask(ctx context.Context, t TaskSpec) (any, *Error) {
+	var a *loggedAttempt
+	if rn.log != nil {
+		a = rn.log.last(t.ID)
+	}
+	switch {
+	case a == nil:
+		return rn.task(ctx, t, 1, nil)
+	case a.finished == nil:
+		return rn.task(ctx, t, a.started.Attempt, a)
+	case a.finished.State == StateSucceeded:
+		out, err := decodeOutput(a.finished.Output)
+		if err != nil {
+			return nil, &Error{RunID: rn.id, Code: ExitStorage, Err: fmt.Errorf("task %s: recorded output: %w", t.ID, err)}
+		}
+		return out, nil
+	case a.call != nil && a.call.reconciled != nil && a.call.m.State == fsm.Succeeded:
+		out, err := decodeOutput(a.call.reconciled.Result)
+		if err != nil {
+			return rn.finishAttempt(t, a.started.Attempt, nil, ExitFailed, fmt.Errorf("reconciled result: %w", err))
+		}
+		out, code, err := checkContract(t, out)
+		return rn.finishAttempt(t, a.started.Attempt, out, code, err)
+	case a.call != nil && a.call.reconciled != nil && a.call.m.State == fsm.Failed:
+		return rn.task(ctx, t, a.started.Attempt+1, nil)
+	case a.finished.State == StateUncertain && a.call != nil:
+		return nil, &Error{RunID: rn.id, Code: ExitUncertain, Err: fmt.Errorf("task %s: %w", t.ID, rn.uncertainOf(a.call, nil))}
+	}
+	code := ExitFailed
+	if a.finished.State == StateCancelled {
+		code = ExitCancelled
+	}
+	return nil, &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("task %s: attempt %d ended %s: %s", t.ID, a.started.Attempt, a.finished.State, a.finished.Error)}
+}

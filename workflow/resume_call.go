@@ -1,0 +1,92 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentctl/agentctl/fsm"
+)
+
+// resumedCall rebuilds the call of an interrupted attempt from its events:
+// identity, arguments and schema digest from call.prepared, the machine
+// (state and redispatch budget) from its transitions, the tool from the
+// catalog recorded for the session it was prepared on.
+func (rn *run) resumedCall(t TaskSpec, lc *loggedCall) (*call, error) {
+	tool, ok := rn.log.tool(lc)
+	if !ok {
+		return nil, fmt.Errorf("call %s: tool %q is not in the recorded catalog of %s generation %d",
+			lc.prep.EffectID, lc.prep.Tool, lc.prep.Server, lc.prep.Generation)
+	}
+	c := &call{rn: rn, task: t, attempt: lc.prep.Attempt, remote: lc.prep.Server, gen: lc.gen, tool: tool,
+		schemaDigest: lc.prep.SchemaDigest, args: lc.prep.Arguments, m: lc.m, effectID: lc.prep.EffectID}
+	if n := len(lc.transitions); n > 0 {
+		c.reason = lc.transitions[n-1].Reason
+	}
+	return c, nil
+}
+
+// resume carries an interrupted call on from the state the log left it in.
+func (c *call) resume(ctx context.Context, lc *loggedCall) (any, error) {
+	switch c.m.State {
+	case fsm.Prepared:
+		return c.resumePrepared(ctx)
+	case fsm.Dispatched, fsm.Redispatched:
+		if lc.result != nil { // the response reached the log: never resend
+			return c.conclude(ctx, *lc.result)
+		}
+		dec, err := c.fire(fsm.FailAmbiguous, ReasonInterrupted, false)
+		if err != nil {
+			return nil, err
+		}
+		if dec != fsm.DecideReconnect {
+			return nil, &callFailure{kind: "interrupted", msg: c.lastReason()}
+		}
+		fallthrough
+	case fsm.Reconnecting:
+		if err := c.reconnect(ctx); err != nil {
+			return nil, err
+		}
+		return c.send(ctx)
+	case fsm.Succeeded:
+		switch {
+		case lc.reconciled != nil:
+			return decodeOutput(lc.reconciled.Result)
+		case lc.result != nil:
+			return decodeOutput(lc.result.Output)
+		}
+		return nil, fmt.Errorf("call %s succeeded but its result is not in the log", c.effectID)
+	}
+	// Failed, uncertain or cancelled before the process ended: the attempt
+	// ends the same way.
+	return nil, &callFailure{kind: "recorded", msg: c.lastReason()}
+}
+
+// resumePrepared sends a call that was recorded but never dispatched, on a
+// new session whose catalog must still carry the tool with the digest
+// recorded at prepared; otherwise it fails and nothing is sent.
+func (c *call) resumePrepared(ctx context.Context) (any, error) {
+	rs, err := c.rn.session(ctx, c.remote, c.task.ID, c.attempt)
+	if err != nil {
+		return nil, err
+	}
+	c.rs, c.gen = rs, rs.gen
+	tool, ok := rs.catalog.Find(c.tool.Name)
+	switch {
+	case !ok:
+		return nil, c.failDefinitive(ctx, &callFailure{kind: "tool_missing",
+			msg: fmt.Sprintf("%s: tool %q is gone from %q (generation %d); not sent", fsm.ReasonToolMissing, c.tool.Name, rs.name, rs.gen)})
+	case tool.Digest() != c.schemaDigest:
+		return nil, c.failDefinitive(ctx, &callFailure{kind: "schema_changed",
+			msg: fmt.Sprintf("%s: tool %q changed schema since prepared (%s → %s); not sent", fsm.ReasonSchemaChanged, c.tool.Name, c.schemaDigest, tool.Digest())})
+	}
+	c.tool = tool
+	return c.dispatch(ctx)
+}
+
+// lastReason is the reason of the call's last transition, for errors.
+func (c *call) lastReason() string {
+	if c.reason != "" {
+		return c.reason
+	}
+	return string(c.m.State)
+}

@@ -1,0 +1,185 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport"
+)
+
+// runLog is what resume and reconcile need of a run, folded from its
+// events alone: the workflow and inputs (run.created), every task attempt
+// with its call, and the session generations already used.
+type runLog struct {
+	runID    string
+	lastSeq  int64
+	created  projector.RunCreated
+	finished *projector.RunFinished // the last run.finished not followed by run.resumed
+	attempts map[string][]*loggedAttempt
+	calls    map[string]*loggedCall
+	gens     map[string]int                               // highest generation per remote
+	catalogs map[string]map[int]*projector.SessionCatalog // remote → generation → tools/list
+}
+
+// loggedAttempt is one task attempt as recorded.
+type loggedAttempt struct {
+	started  projector.TaskStarted
+	finished *projector.TaskFinished // the last task.finished of the attempt
+	call     *loggedCall
+}
+
+// loggedCall is one call as recorded: its identity and arguments, its
+// transitions (from which the machine is rebuilt), and its outcome.
+type loggedCall struct {
+	prep        projector.CallPrepared
+	transitions []fsm.Transition
+	gen         int                   // generation of the last transition (or of prepared)
+	result      *projector.CallResult // last call.result after the last send
+	reconciled  *projector.CallReconciled
+	m           fsm.Call
+}
+
+// loadRunLog reads runID's events and folds them; a run with no events
+// wraps events.ErrNoRun.
+func loadRunLog(ctx context.Context, db *events.DB, runID string) (*runLog, error) {
+	l := &runLog{runID: runID, attempts: map[string][]*loggedAttempt{}, calls: map[string]*loggedCall{},
+		gens: map[string]int{}, catalogs: map[string]map[int]*projector.SessionCatalog{}}
+	err := db.Scan(ctx, runID, 0, func(e events.Event) error {
+		l.lastSeq = e.Seq
+		return l.fold(e)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read run %s: %w", runID, err)
+	}
+	if l.lastSeq == 0 {
+		return nil, fmt.Errorf("%w: %s", events.ErrNoRun, runID)
+	}
+	for id, c := range l.calls {
+		m, err := fsm.Rebuild(fsm.Idempotency(c.prep.Idempotency), c.transitions)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: call %s: %w", runID, id, err)
+		}
+		c.m = m
+	}
+	return l, nil
+}
+
+func (l *runLog) fold(e events.Event) error {
+	switch e.Type {
+	case projector.TypeRunCreated:
+		return e.Decode(&l.created)
+	case projector.TypeRunFinished:
+		var p projector.RunFinished
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		l.finished = &p
+	case projector.TypeRunResumed:
+		l.finished = nil
+	case projector.TypeTaskStarted:
+		var p projector.TaskStarted
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		l.attempts[p.TaskID] = append(l.attempts[p.TaskID], &loggedAttempt{started: p})
+	case projector.TypeTaskFinished:
+		var p projector.TaskFinished
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if a := l.attempt(p.TaskID, p.Attempt); a != nil {
+			a.finished = &p
+		}
+	case projector.TypeSessionOpened:
+		var p projector.SessionOpened
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		l.gens[p.Remote] = max(l.gens[p.Remote], p.Generation)
+	case projector.TypeSessionCatalog:
+		var p projector.SessionCatalog
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if l.catalogs[p.Remote] == nil {
+			l.catalogs[p.Remote] = map[int]*projector.SessionCatalog{}
+		}
+		l.catalogs[p.Remote][p.Generation] = &p
+	case projector.TypeCallPrepared:
+		var p projector.CallPrepared
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		c := &loggedCall{prep: p, gen: p.Generation}
+		l.calls[p.EffectID] = c
+		if a := l.attempt(p.TaskID, p.Attempt); a != nil {
+			a.call = c
+		}
+	case projector.TypeCallTransition:
+		var p projector.CallTransition
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if c := l.calls[p.EffectID]; c != nil {
+			c.transitions = append(c.transitions, fsm.Transition{From: fsm.State(p.From), To: fsm.State(p.To), Trigger: fsm.Trigger(p.Trigger), Reason: p.Reason})
+			c.gen = p.Generation
+			if p.To == string(fsm.Dispatched) || p.To == string(fsm.Redispatched) {
+				c.result = nil // a result belongs to the latest send
+			}
+		}
+	case projector.TypeCallResult:
+		var p projector.CallResult
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if c := l.calls[p.EffectID]; c != nil {
+			c.result = &p
+		}
+	case projector.TypeCallReconciled:
+		var p projector.CallReconciled
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if c := l.calls[p.EffectID]; c != nil {
+			c.reconciled = &p
+		}
+	}
+	return nil
+}
+
+func (l *runLog) attempt(taskID string, n int) *loggedAttempt {
+	for _, a := range l.attempts[taskID] {
+		if a.started.Attempt == n {
+			return a
+		}
+	}
+	return nil
+}
+
+// last returns the latest attempt of a task, or nil if it never started.
+func (l *runLog) last(taskID string) *loggedAttempt {
+	as := l.attempts[taskID]
+	if len(as) == 0 {
+		return nil
+	}
+	return as[len(as)-1]
+}
+
+// tool returns the call's tool as recorded in the catalog of the session
+// the call was prepared on.
+func (l *runLog) tool(c *loggedCall) (transport.Tool, bool) {
+	cat := l.catalogs[c.prep.Server][c.prep.Generation]
+	if cat == nil {
+		return transport.Tool{}, false
+	}
+	for _, t := range cat.Tools {
+		if t.Name == c.prep.Tool {
+			return transport.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema,
+				OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution}, true
+		}
+	}
+	return transport.Tool{}, false
+}
