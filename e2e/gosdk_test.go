@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -257,16 +255,12 @@ func startHooked(tb testing.TB, opts demoserver.Options, hook func(n int64)) (*d
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
-			body, err := io.ReadAll(r.Body)
+			m, err := jsonRPCMethod(r)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var msg struct {
-				Method string `json:"method"`
-			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
+			if m == "tools/call" {
 				hook(calls.Add(1))
 			}
 		}

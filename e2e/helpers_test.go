@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -335,4 +336,19 @@ func (lr *lineReader) rest() []string {
 		out = append(out, l)
 	}
 	return out
+}
+
+// jsonRPCMethod reads the JSON-RPC method of a POST body ("" for a batch or
+// a response) and puts the body back for the next handler.
+func jsonRPCMethod(r *http.Request) (string, error) {
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	var msg struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(body, &msg)
+	return msg.Method, nil
 }
