@@ -29,6 +29,15 @@ func Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) error {
 	return nil
 }
 
+// RowStatus is the status of a new protocol row: "recorded" when the row
+// was copied from a source run by replay, else status.
+func RowStatus(sourceRunID, status string) string {
+	if sourceRunID != "" {
+		return "recorded"
+	}
+	return status
+}
+
 // CallStatus maps a state-machine state to the protocol_calls status.
 func CallStatus(fsmState string) string {
 	switch fsmState {
@@ -98,7 +107,7 @@ func applyOne(ctx context.Context, tx *sqlx.Tx, e events.Event) error {
 		if err := e.Decode(&p); err != nil {
 			return err
 		}
-		return exec(`UPDATE protocol_sessions SET status = 'expired', updated_at = ? WHERE run_id = ? AND remote = ? AND generation = ?`,
+		return exec(`UPDATE protocol_sessions SET status = CASE WHEN source_run_id IS NULL THEN 'expired' ELSE 'recorded' END, updated_at = ? WHERE run_id = ? AND remote = ? AND generation = ?`,
 			e.CreatedAt, e.RunID, p.Remote, p.Generation)
 	case TypeSessionAttached:
 		var p SessionRef
@@ -114,8 +123,8 @@ func applyOne(ctx context.Context, tx *sqlx.Tx, e events.Event) error {
 		if err := e.Decode(&p); err != nil {
 			return err
 		}
-		if err := exec(`INSERT INTO protocol_calls (effect_id, run_id, task_id, attempt, operation, server, tool, idempotency, generation, status, arguments_digest, schema_digest, source_run_id, source_effect_id, protocol_state, created_at, updated_at) VALUES (?, ?, ?, ?, 'mcp.call', ?, ?, ?, ?, 'prepared', ?, ?, ?, ?, ?, ?, ?)`,
-			p.EffectID, e.RunID, p.TaskID, p.Attempt, p.Server, p.Tool, p.Idempotency, p.Generation, p.ArgumentsDigest, nullable(p.SchemaDigest), nullable(p.SourceRunID), nullable(p.SourceEffectID), `{"state":"prepared","redispatches":0}`, e.CreatedAt, e.CreatedAt); err != nil {
+		if err := exec(`INSERT INTO protocol_calls (effect_id, run_id, task_id, attempt, operation, server, tool, idempotency, generation, status, arguments_digest, schema_digest, source_run_id, source_effect_id, protocol_state, created_at, updated_at) VALUES (?, ?, ?, ?, 'mcp.call', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.EffectID, e.RunID, p.TaskID, p.Attempt, p.Server, p.Tool, p.Idempotency, p.Generation, RowStatus(p.SourceRunID, "prepared"), p.ArgumentsDigest, nullable(p.SchemaDigest), nullable(p.SourceRunID), nullable(p.SourceEffectID), `{"state":"prepared","redispatches":0}`, e.CreatedAt, e.CreatedAt); err != nil {
 			return err
 		}
 		return exec(`UPDATE runs SET calls = calls + 1 WHERE run_id = ?`, e.RunID)
@@ -125,7 +134,8 @@ func applyOne(ctx context.Context, tx *sqlx.Tx, e events.Event) error {
 			return err
 		}
 		state := fmt.Sprintf(`{"state":%q,"redispatches":%d}`, p.To, p.Redispatches)
-		q := `UPDATE protocol_calls SET status = ?, generation = ?, redispatches = ?, protocol_state = ?, updated_at = ?`
+		// A replayed call's row stays "recorded"; its machine state is in protocol_state.
+		q := `UPDATE protocol_calls SET status = CASE WHEN source_run_id IS NULL THEN ? ELSE 'recorded' END, generation = ?, redispatches = ?, protocol_state = ?, updated_at = ?`
 		args := []any{CallStatus(p.To), p.Generation, p.Redispatches, state, e.CreatedAt}
 		if p.To == "failed" || p.To == "uncertain" || p.To == "cancelled" {
 			q += `, error = COALESCE(error, ?)`

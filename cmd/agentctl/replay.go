@@ -1,0 +1,57 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentctl/agentctl/workflow"
+)
+
+func (a *app) replayCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "replay RUN_ID",
+		Short: "Re-run a finished run's recorded workflow against its recorded evidence, without the network",
+		Long: `Creates a new run (replay-<uuidv7>, mode replay, sourceRunId RUN_ID) that re-executes the
+workflow source and inputs stored in RUN_ID's run.created. Every session and tool call is answered
+from RUN_ID's recorded evidence: no socket is opened and no secret is read. The calls the workflow
+asks for must equal the recorded ones (server, tool, arguments digest, order per task); the first
+difference fails the replay with a divergence error naming the task and field (exit 4).
+A run that is not finished is refused (exit 2). A replay can itself be replayed.`,
+		Example: `  agentctl replay run-0190c3f2-...
+  agentctl replay run-0190c3f2-... --output json | jq -r .data.runId`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			db, err := a.openExisting(ctx)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			rp, err := workflow.PrepareReplay(ctx, db, args[0])
+			if errors.Is(err, workflow.ErrRunNotFinished) {
+				return &exitError{code: workflow.ExitInvalid, err: err}
+			}
+			if err != nil {
+				return err
+			}
+			r := a.runner(db)
+			r.Dialer = rp.Dialer
+			res, err := r.Run(ctx, rp.Workflow, rp.Inputs, workflow.RunOptions{Mode: "replay", SourceRunID: rp.SourceRunID, Command: "replay"})
+			if err != nil {
+				return err
+			}
+			var de *workflow.DivergenceError
+			if res.Err != nil && errors.As(res.Err, &de) {
+				res.ExitCode = workflow.ExitFailed
+			}
+			if unused := rp.Dialer.Unused(); res.Err == nil && len(unused) > 0 {
+				res.State, res.ExitCode = workflow.StateFailed, workflow.ExitFailed
+				res.Err = fmt.Errorf("replay diverged from %s: recorded calls never asked for: %s", rp.SourceRunID, strings.Join(unused, ", "))
+			}
+			return a.printResult(res)
+		},
+	}
+}

@@ -1,0 +1,524 @@
+package workflow
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/internal/canonjson"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport"
+)
+
+// Replay (DESIGN §9) re-runs a recorded workflow against its own evidence.
+//
+// The source run is indexed once: sessions by (remote, generation), calls by
+// (task, attempt, ordinal), and each call's sends ("dispatches") in order,
+// each with the frames it produced and its outcome (a result, or the error
+// with the trigger the state machine fired). The run loop then drives a
+// normal run whose Dialer is a [ReplayDialer]: every Connect, ListTools and
+// CallTool is answered from the index, the recorded frames are handed to the
+// run's sink (so the replay records the same evidence), and a recorded
+// failure comes back as the same failure, so the state machine takes the
+// same decisions. Nothing here opens a socket or resolves a secret.
+//
+// A replay of a replay reads the replay's own evidence (which is a faithful
+// copy); source links therefore chain one hop at a time.
+
+// KindDivergence is the error kind of a replay whose workflow asked for a
+// call other than the recorded one.
+const KindDivergence transport.Kind = "replay_divergence"
+
+// ErrRunNotFinished refuses to replay a run that has no run.finished event.
+var ErrRunNotFinished = errors.New("run is not finished")
+
+// DivergenceError is the first difference between what a replay asks for
+// and what the source run recorded. The CLI maps it to exit code 4.
+type DivergenceError struct {
+	SourceRunID string
+	TaskID      string
+	Attempt     int
+	Field       string // "call", "server", "tool", "argumentsDigest", "dispatch", "session"
+	Recorded    string
+	Replayed    string
+}
+
+func (e *DivergenceError) Error() string {
+	return fmt.Sprintf("replay diverged from %s at task %q (attempt %d): %s: recorded %s, replay asks %s",
+		e.SourceRunID, e.TaskID, e.Attempt, e.Field, e.Recorded, e.Replayed)
+}
+
+// Unwrap makes a divergence a definitive failure for the state machine (a
+// transport error that was never sent) and a failure decided by agentctl
+// (exit 4), so the replay run ends failed, never uncertain.
+func (e *DivergenceError) Unwrap() []error {
+	return []error{&transport.Error{Op: "replay", Kind: KindDivergence, Message: e.Field},
+		&callFailure{kind: KindDivergence, msg: e.Error()}}
+}
+
+// Replay is everything needed to re-run a recorded run.
+type Replay struct {
+	SourceRunID string
+	Workflow    *Workflow
+	Inputs      map[string]any
+	Dialer      *ReplayDialer
+}
+
+// PrepareReplay loads the workflow source and inputs stored in the source
+// run's run.created and indexes its evidence. It refuses an unknown run
+// (projector.ErrUnknownRun) and an unfinished one (ErrRunNotFinished).
+func PrepareReplay(ctx context.Context, db *events.DB, sourceRunID string) (*Replay, error) {
+	d, err := NewReplayDialer(ctx, db, sourceRunID)
+	if err != nil {
+		return nil, err
+	}
+	c := d.src.created
+	wf, err := Parse(c.File, []byte(c.Source))
+	if err != nil {
+		return nil, fmt.Errorf("replay %s: recorded workflow: %w", sourceRunID, err)
+	}
+	return &Replay{SourceRunID: sourceRunID, Workflow: wf, Inputs: d.src.inputs, Dialer: d}, nil
+}
+
+// ReplayDialer is a [Dialer] whose sessions answer from a recorded run. It
+// ignores the transport configuration entirely: no socket, no DNS, no
+// secret. Its sessions implement [Session] and [Recorded].
+type ReplayDialer struct{ src *replaySource }
+
+// NewReplayDialer indexes the evidence of sourceRunID.
+func NewReplayDialer(ctx context.Context, db *events.DB, sourceRunID string) (*ReplayDialer, error) {
+	src, err := loadReplaySource(ctx, db, sourceRunID)
+	if err != nil {
+		return nil, err
+	}
+	return &ReplayDialer{src: src}, nil
+}
+
+// Dial returns the recorded remote; cfg is not used.
+func (d *ReplayDialer) Dial(remote string, _ transport.Config) (Conn, error) {
+	return &replayConn{src: d.src, remote: remote}, nil
+}
+
+// Unused lists recorded calls (and sends) the replay never asked for, as
+// "task/attempt/ordinal"; empty after a faithful replay.
+func (d *ReplayDialer) Unused() []string {
+	var out []string
+	for k, c := range d.src.calls {
+		if c.next < len(c.sends) {
+			out = append(out, fmt.Sprintf("%s/%d/%d (%d of %d sends replayed)", k.task, k.attempt, k.ordinal, c.next, len(c.sends)))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+type callKey struct {
+	task             string
+	attempt, ordinal int
+}
+
+type recSession struct {
+	opened       *projector.SessionOpened
+	connectFrame []projector.Frame
+	listFrames   []projector.Frame
+	catalog      *projector.SessionCatalog
+	failure      string
+}
+
+type recSend struct {
+	frames  []projector.Frame
+	result  *projector.CallResult
+	callErr *projector.CallError
+	trigger string // the transition fired on callErr
+}
+
+type recCall struct {
+	prepared projector.CallPrepared
+	sends    []*recSend
+	next     int
+}
+
+type replaySource struct {
+	runID    string
+	created  projector.RunCreated
+	inputs   map[string]any
+	exitCode int
+	sessions map[string][]*recSession // remote → by generation-1
+	calls    map[callKey]*recCall
+	byEffect map[string]*recCall
+	gens     map[string]int // Connects so far per remote
+	current  *recCall       // the call the run loop prepared last
+	curKey   callKey
+}
+
+func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replaySource, error) {
+	src := &replaySource{runID: runID, sessions: map[string][]*recSession{}, calls: map[callKey]*recCall{},
+		byEffect: map[string]*recCall{}, gens: map[string]int{}}
+	evs, err := db.Events(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("replay %s: %w", runID, err)
+	}
+	if len(evs) == 0 || evs[0].Type != projector.TypeRunCreated {
+		return nil, fmt.Errorf("%w %q", projector.ErrUnknownRun, runID)
+	}
+	finished := false
+	var pendingFail []*recSession // sessions that failed before session.opened or session.catalog
+	for _, e := range evs {
+		if err := src.index(e, &finished, &pendingFail); err != nil {
+			return nil, fmt.Errorf("replay %s: index seq %d (%s): %w", runID, e.Seq, e.Type, err)
+		}
+	}
+	if !finished {
+		return nil, fmt.Errorf("replay %s: %w (no run.finished; resume or reconcile it first)", runID, ErrRunNotFinished)
+	}
+	return src, nil
+}
+
+func (src *replaySource) session(remote string, gen int) *recSession {
+	for len(src.sessions[remote]) < gen {
+		src.sessions[remote] = append(src.sessions[remote], &recSession{})
+	}
+	return src.sessions[remote][gen-1]
+}
+
+func (src *replaySource) index(e events.Event, finished *bool, pendingFail *[]*recSession) error {
+	failWith := func(msg string) {
+		for _, s := range *pendingFail {
+			if s.failure == "" {
+				s.failure = msg
+			}
+		}
+		*pendingFail = nil
+	}
+	switch {
+	case e.Type == projector.TypeRunCreated:
+		dec := json.NewDecoder(strings.NewReader(e.Payload))
+		dec.UseNumber() // inputs keep their numbers exactly as recorded
+		if err := dec.Decode(&src.created); err != nil {
+			return fmt.Errorf("decode run.created: %w", err)
+		}
+		src.inputs = src.created.Inputs
+	case e.Type == projector.TypeRunFinished:
+		var p projector.RunFinished
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		*finished, src.exitCode = true, p.ExitCode
+		failWith(p.Error)
+	case e.Type == projector.TypeTaskFinished:
+		var p projector.TaskFinished
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		failWith(p.Error)
+	case strings.HasPrefix(e.Type, projector.FramePrefix):
+		var f projector.Frame
+		if err := e.Decode(&f); err != nil {
+			return err
+		}
+		if f.EffectID != "" {
+			c := src.byEffect[f.EffectID]
+			if c == nil || len(c.sends) == 0 {
+				return fmt.Errorf("frame of call %s outside any send", f.EffectID)
+			}
+			s := c.sends[len(c.sends)-1]
+			s.frames = append(s.frames, f)
+			return nil
+		}
+		s := src.session(f.Remote, f.Generation)
+		if s.opened == nil {
+			s.connectFrame = append(s.connectFrame, f)
+			*pendingFail = appendOnce(*pendingFail, s)
+		} else {
+			s.listFrames = append(s.listFrames, f)
+		}
+	case e.Type == projector.TypeSessionOpened:
+		var p projector.SessionOpened
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		s := src.session(p.Remote, p.Generation)
+		s.opened = &p
+		*pendingFail = appendOnce(*pendingFail, s) // until its catalog arrives
+	case e.Type == projector.TypeSessionCatalog:
+		var p projector.SessionCatalog
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		s := src.session(p.Remote, p.Generation)
+		s.catalog = &p
+		kept := (*pendingFail)[:0]
+		for _, x := range *pendingFail {
+			if x != s {
+				kept = append(kept, x)
+			}
+		}
+		*pendingFail = kept
+	case e.Type == projector.TypeCallPrepared:
+		var p projector.CallPrepared
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		c := &recCall{prepared: p}
+		src.calls[callKey{p.TaskID, p.Attempt, p.Ordinal}] = c
+		src.byEffect[p.EffectID] = c
+	case e.Type == projector.TypeCallTransition:
+		var p projector.CallTransition
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		c := src.byEffect[p.EffectID]
+		if c == nil {
+			return fmt.Errorf("transition of unknown call %s", p.EffectID)
+		}
+		if n := len(c.sends); n > 0 && c.sends[n-1].callErr != nil && c.sends[n-1].trigger == "" {
+			c.sends[n-1].trigger = p.Trigger
+		}
+		if p.Trigger == string(fsm.ReconnectFailed) {
+			failWith(p.Reason)
+		}
+		if p.To == string(fsm.Dispatched) || p.To == string(fsm.Redispatched) {
+			c.sends = append(c.sends, &recSend{})
+		}
+	case e.Type == projector.TypeCallResult:
+		var p projector.CallResult
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if s := src.lastSend(p.EffectID); s != nil && s.result == nil && s.callErr == nil {
+			s.result = &p
+		}
+	case e.Type == projector.TypeCallError:
+		var p projector.CallError
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if s := src.lastSend(p.EffectID); s != nil && s.result == nil && s.callErr == nil {
+			s.callErr = &p
+		}
+	}
+	return nil
+}
+
+func appendOnce(list []*recSession, s *recSession) []*recSession {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+func (src *replaySource) lastSend(effectID string) *recSend {
+	c := src.byEffect[effectID]
+	if c == nil || len(c.sends) == 0 {
+		return nil
+	}
+	return c.sends[len(c.sends)-1]
+}
+
+// replayedError is a recorded failure: it prints exactly as recorded and
+// unwraps to a transport error classified like the original.
+type replayedError struct {
+	msg string
+	err error
+}
+
+func (e *replayedError) Error() string { return e.msg }
+func (e *replayedError) Unwrap() error { return e.err }
+
+// failure rebuilds a recorded call failure so that the run loop fires the
+// same trigger it fired in the source run.
+func (s *recSend) failure() error {
+	ce := s.callErr
+	te := &transport.Error{Op: "tools/call", Kind: transport.Kind(ce.Kind), Status: ce.Status, Code: ce.Code}
+	switch fsm.Trigger(s.trigger) {
+	case fsm.FailAmbiguous:
+		te.Sent = true
+	case fsm.FailPossiblyExecuted:
+		te.Sent = true
+		if !te.MayHaveExecuted() { // the source error was not a transport error
+			return &replayedError{msg: ce.Message, err: errors.New(ce.Message)}
+		}
+	case fsm.Cancel:
+		te.Kind, te.Sent = transport.KindCancelled, true
+	}
+	return &replayedError{msg: ce.Message, err: te}
+}
+
+// sessionFailure rebuilds a recorded failure to open a session or list its tools.
+func (src *replaySource) sessionFailure(op, msg string) error {
+	kind := transport.KindTransportLoss
+	switch src.exitCode {
+	case ExitUncertain:
+		kind = transport.KindPolicyDenied
+	case ExitCancelled:
+		kind = transport.KindCancelled
+	case ExitFailed:
+		kind = transport.KindRemoteError
+	}
+	if msg == "" {
+		msg = "recorded " + op + " failure"
+	}
+	return &replayedError{msg: msg, err: &transport.Error{Op: op, Kind: kind}}
+}
+
+type replayConn struct {
+	src    *replaySource
+	remote string
+}
+
+func emit(ctx context.Context, sink transport.Sink, frames []projector.Frame) error {
+	for _, f := range frames {
+		tf := transport.Frame{Dir: f.Dir, Kind: f.Kind, Method: f.Method, ID: f.ID, HTTPStatus: f.HTTPStatus, EventID: f.EventID, Body: f.Body}
+		if err := sink(ctx, tf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Connect opens the next recorded generation of this remote.
+func (c *replayConn) Connect(ctx context.Context, sink transport.Sink) (Session, error) {
+	src := c.src
+	src.gens[c.remote]++
+	gen := src.gens[c.remote]
+	if gen > len(src.sessions[c.remote]) {
+		return nil, &DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: "session",
+			Recorded: fmt.Sprintf("%d session(s) with %q", len(src.sessions[c.remote]), c.remote), Replayed: fmt.Sprintf("session %d", gen)}
+	}
+	rs := src.sessions[c.remote][gen-1]
+	if err := emit(ctx, sink, rs.connectFrame); err != nil {
+		return nil, err
+	}
+	if rs.opened == nil {
+		return nil, src.sessionFailure("initialize", rs.failure)
+	}
+	return &replaySession{src: src, remote: c.remote, rec: rs}, nil
+}
+
+type replaySession struct {
+	src    *replaySource
+	remote string
+	rec    *recSession
+}
+
+var _ Recorded = (*replaySession)(nil)
+
+func (s *replaySession) Info() SessionInfo {
+	return SessionInfo{ProtocolVersion: s.rec.opened.ProtocolVersion, ServerInfo: s.rec.opened.ServerInfo, IDDigest: s.rec.opened.SessionIDDigest}
+}
+
+func (s *replaySession) ListTools(ctx context.Context, sink transport.Sink) (*transport.Catalog, error) {
+	if err := emit(ctx, sink, s.rec.listFrames); err != nil {
+		return nil, err
+	}
+	if s.rec.catalog == nil {
+		return nil, s.src.sessionFailure("tools/list", s.rec.failure)
+	}
+	cat := &transport.Catalog{Warnings: s.rec.catalog.Warnings}
+	for _, t := range s.rec.catalog.Tools {
+		cat.Tools = append(cat.Tools, transport.Tool{Name: t.Name, Title: t.Title, Description: t.Description,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
+	}
+	return cat, nil
+}
+
+// CallTool checks the call against the recorded one (server, tool,
+// arguments digest), replays the next recorded send's frames and returns
+// its recorded outcome.
+func (s *replaySession) CallTool(ctx context.Context, req transport.CallRequest, sink transport.Sink) (*transport.CallResult, error) {
+	src := s.src
+	div := func(field, recorded, replayed string) error {
+		return &DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: field, Recorded: recorded, Replayed: replayed}
+	}
+	c := src.current
+	if c == nil {
+		return nil, div("call", "no call at this position", fmt.Sprintf("%s/%s", s.remote, req.Tool))
+	}
+	p := c.prepared
+	argDigest := canonjson.DigestBytes(req.Arguments)
+	switch {
+	case p.Server != s.remote:
+		return nil, div("server", p.Server, s.remote)
+	case p.Tool != req.Tool:
+		return nil, div("tool", p.Tool, req.Tool)
+	case p.ArgumentsDigest != argDigest:
+		return nil, div("argumentsDigest", p.ArgumentsDigest, argDigest)
+	case c.next >= len(c.sends):
+		return nil, div("dispatch", fmt.Sprintf("%d send(s)", len(c.sends)), fmt.Sprintf("send %d", c.next+1))
+	}
+	send := c.sends[c.next]
+	c.next++
+	if err := emit(ctx, sink, send.frames); err != nil {
+		return nil, err
+	}
+	switch {
+	case send.result != nil:
+		return send.callResult()
+	case send.callErr != nil:
+		return nil, send.failure()
+	}
+	return nil, div("dispatch", "a send without a recorded outcome", "its outcome")
+}
+
+// callResult rebuilds the transport result from the recorded response frame.
+func (s *recSend) callResult() (*transport.CallResult, error) {
+	for i := len(s.frames) - 1; i >= 0; i-- {
+		f := s.frames[i]
+		if f.Dir != "in" || f.Kind != "response" {
+			continue
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(f.Body, &m); err != nil || len(m.Result) == 0 {
+			continue
+		}
+		var r struct {
+			IsError           bool            `json:"isError"`
+			Content           json.RawMessage `json:"content"`
+			StructuredContent json.RawMessage `json:"structuredContent"`
+		}
+		if err := json.Unmarshal(m.Result, &r); err != nil {
+			return nil, fmt.Errorf("replay: recorded result of %s: %w", s.result.EffectID, err)
+		}
+		if bytes.Equal(r.StructuredContent, []byte("null")) {
+			r.StructuredContent = nil
+		}
+		id := s.result.JSONRPCID
+		if len(id) == 0 {
+			id = m.ID
+		}
+		return &transport.CallResult{Raw: m.Result, IsError: r.IsError, Content: r.Content, StructuredContent: r.StructuredContent, ID: id}, nil
+	}
+	return nil, fmt.Errorf("replay: call %s has a recorded result but no response frame", s.result.EffectID)
+}
+
+func (s *replaySession) Close(context.Context) error { return nil }
+
+// SourceRunID is the run whose evidence answers.
+func (s *replaySession) SourceRunID() string { return s.src.runID }
+
+// SourceTaskID is the source task that opened this session.
+func (s *replaySession) SourceTaskID() string { return s.rec.opened.TaskID }
+
+// SourceEffectID names the recorded call answering (taskID, attempt,
+// ordinal). The run loop asks right before it prepares the call, so this is
+// also where the replay learns which recorded call the next CallTool must match.
+func (s *replaySession) SourceEffectID(taskID string, attempt, ordinal int) string {
+	src := s.src
+	src.curKey = callKey{taskID, attempt, ordinal}
+	src.current = src.calls[src.curKey]
+	if src.current == nil {
+		return ""
+	}
+	return src.current.prepared.EffectID
+}

@@ -1,0 +1,291 @@
+package workflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport/mcptest"
+	"github.com/agentctl/agentctl/workflow"
+)
+
+// twoTasks searches then gets the document found, with a header secret the
+// replay must not need.
+func twoTasks(url, idem string) string {
+	return fmt.Sprintf(`apiVersion: agentctl.dev/v1alpha1
+kind: Workflow
+metadata: {name: two-tasks}
+spec:
+  inputs:
+    query: {type: string}
+  policy:
+    networkAllowlist: [127.0.0.1]
+    environmentAllowlist: [REPLAY_TEST_TOKEN]
+    network: {allowedSchemes: [http], allowPrivate: true}
+  mcpServers:
+    local:
+      url: %q
+      timeoutSeconds: 30
+      headers:
+        authorization: {env: REPLAY_TEST_TOKEN}
+  actions:
+    act: {kind: mcp.call, idempotency: %s}
+  tasks:
+    - id: find
+      uses: action:act
+      with: {server: local, tool: search, arguments: {q: "${{ inputs.query }}"}}
+    - id: fetch
+      uses: action:act
+      with: {server: local, tool: get, arguments: {id: "${{ tasks.find.output.id }}"}}
+  outputs:
+    title: "${{ tasks.fetch.output.title }}"
+`, url, idem)
+}
+
+func searchTools(progress int, getErr error) []mcptest.ToolDef {
+	return []mcptest.ToolDef{
+		{Name: "search", Handler: func(_ context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+			for i := 1; i <= progress; i++ {
+				if err := c.Progress(float64(i), float64(progress), "searching"); err != nil {
+					return nil, err
+				}
+			}
+			return &mcptest.Result{Content: mcptest.Text("found"), StructuredContent: map[string]any{"id": "doc-1"}}, nil
+		}},
+		{Name: "get", Handler: func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+			if getErr != nil {
+				return nil, getErr
+			}
+			return &mcptest.Result{Content: mcptest.Text("doc"), StructuredContent: map[string]any{"title": "Document 1"}}, nil
+		}},
+	}
+}
+
+// blockNetwork makes any HTTP use through the default transport fail the
+// test, and listens on the stopped server's port so that a dial fails it too.
+func blockNetwork(t *testing.T, serverURL string) {
+	t.Helper()
+	old := http.DefaultTransport
+	http.DefaultTransport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		t.Errorf("replay used the network: %s %s", r.Method, r.URL)
+		return nil, errors.New("network forbidden in replay")
+	})
+	t.Cleanup(func() { http.DefaultTransport = old })
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", u.Host)
+	if err != nil {
+		t.Fatalf("re-listen on the stopped server's address %s: %v", u.Host, err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Errorf("replay dialled %s", u.Host)
+			_ = c.Close()
+		}
+	}()
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// replayOf replays runID with the network blocked and no secrets.
+func replayOf(t *testing.T, db *events.DB, runID string) *workflow.Result {
+	t.Helper()
+	rp, err := workflow.PrepareReplay(context.Background(), db, runID)
+	if err != nil {
+		t.Fatalf("prepare replay of %s: %v", runID, err)
+	}
+	r := &workflow.Runner{DB: db, Dialer: rp.Dialer, Getenv: func(name string) string {
+		t.Errorf("replay read the environment variable %s", name)
+		return ""
+	}}
+	res, err := r.Run(context.Background(), rp.Workflow, rp.Inputs, workflow.RunOptions{Mode: "replay", SourceRunID: runID})
+	if err != nil {
+		t.Fatalf("replay of %s: %v", runID, err)
+	}
+	if !strings.HasPrefix(res.RunID, "replay-") {
+		t.Fatalf("replay run id %q lacks the replay- prefix", res.RunID)
+	}
+	if u := rp.Dialer.Unused(); len(u) != 0 {
+		t.Fatalf("replay left recorded calls unasked: %v", u)
+	}
+	return res
+}
+
+var progressToken = regexp.MustCompile(`"progressToken": "[0-9a-f]{16}"`)
+
+// normalInspect is the inspect document without what a replay may change:
+// ids, timestamps, source links, the run mode and the row status (a replay's
+// rows say "recorded"; the call's state machine state stays in protocolState).
+func normalInspect(t *testing.T, db *events.DB, runID string) (string, *projector.Document) {
+	t.Helper()
+	doc, err := projector.Inspect(context.Background(), db, runID)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", runID, err)
+	}
+	raw, _ := json.Marshal(doc)
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	drop := map[string]bool{"runId": true, "effectId": true, "sourceRunId": true, "sourceEffectId": true, "sourceTaskId": true,
+		"startedAt": true, "finishedAt": true, "updatedAt": true, "createdAt": true, "at": true, "mode": true, "status": true}
+	var walk func(any) any
+	walk = func(x any) any {
+		switch x := x.(type) {
+		case map[string]any:
+			for k, v := range x {
+				if drop[k] {
+					delete(x, k)
+					continue
+				}
+				x[k] = walk(v)
+			}
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		}
+		return x
+	}
+	out, _ := json.MarshalIndent(walk(v), "", " ")
+	text := strings.ReplaceAll(string(out), runID, "<run>")
+	for i, c := range doc.ProtocolCalls {
+		text = strings.ReplaceAll(text, c.EffectID, fmt.Sprintf("<effect-%d>", i))
+	}
+	// Copied frames carry the progress token the original run sent.
+	text = progressToken.ReplaceAllString(text, `"progressToken": "<token>"`)
+	return text, doc
+}
+
+func TestReplay_EqualsSourceWithoutNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		idem      string
+		getErr    error
+		fault     *mcptest.Fault
+		json      bool
+		wantState string
+		wantCode  int
+	}{
+		{name: "succeeded with progress", idem: "idempotent", wantState: "succeeded"},
+		{name: "json responses", idem: "pure", json: true, wantState: "succeeded"},
+		{name: "session expired then redispatched", idem: "idempotent", fault: &mcptest.Fault{RPCMethod: "tools/call", Tool: "get", Nth: 1, Status: http.StatusNotFound}, wantState: "succeeded"},
+		{name: "isError result", idem: "idempotent", getErr: errors.New("no such document"), wantState: "failed", wantCode: workflow.ExitFailed},
+		{name: "json-rpc error", idem: "idempotent", getErr: &mcptest.RPCError{Code: -32001, Message: "backend down"}, wantState: "failed", wantCode: workflow.ExitFailed},
+		{name: "5xx leaves the call uncertain", idem: "at_most_once", fault: &mcptest.Fault{RPCMethod: "tools/call", Tool: "get", Nth: 1, Status: http.StatusBadGateway}, wantState: "uncertain", wantCode: workflow.ExitUncertain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mcptest.NewServer(mcptest.Options{JSONResponse: tc.json}, searchTools(3, tc.getErr)...)
+			if tc.fault != nil {
+				srv.Inject(*tc.fault)
+			}
+			db := openDB(t)
+			wf := mustParse(t, twoTasks(srv.URL, tc.idem))
+			src, err := (&workflow.Runner{DB: db, Getenv: func(string) string { return "Bearer s3cret-token" }}).Run(context.Background(), wf, map[string]any{"query": "mcp"}, workflow.RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if src.State != tc.wantState || src.ExitCode != tc.wantCode {
+				t.Fatalf("source run = %s (exit %d, %v), want %s (exit %d)", src.State, src.ExitCode, src.Err, tc.wantState, tc.wantCode)
+			}
+			srv.Close()
+			blockNetwork(t, srv.URL)
+
+			rep := replayOf(t, db, src.RunID)
+			if rep.State != src.State || rep.ExitCode != src.ExitCode || !reflect.DeepEqual(rep.Outputs, src.Outputs) {
+				t.Fatalf("replay = %s (exit %d) %v, source = %s (exit %d) %v", rep.State, rep.ExitCode, rep.Outputs, src.State, src.ExitCode, src.Outputs)
+			}
+			want, srcDoc := normalInspect(t, db, src.RunID)
+			got, repDoc := normalInspect(t, db, rep.RunID)
+			if got != want {
+				t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
+			}
+			if *repDoc.Run.SourceRunID != src.RunID || repDoc.Run.Mode != "replay" {
+				t.Fatalf("replay run = %+v", repDoc.Run)
+			}
+			for i, c := range repDoc.ProtocolCalls {
+				if c.Status != "recorded" || *c.SourceRunID != src.RunID || *c.SourceEffectID != srcDoc.ProtocolCalls[i].EffectID {
+					t.Fatalf("replay call %d = status %s, source %v/%v; want recorded from %s/%s", i, c.Status, c.SourceRunID, c.SourceEffectID, src.RunID, srcDoc.ProtocolCalls[i].EffectID)
+				}
+			}
+			for _, s := range repDoc.ProtocolSessions {
+				if s.Status != "recorded" || *s.SourceRunID != src.RunID {
+					t.Fatalf("replay session = %+v", s)
+				}
+			}
+
+			// A replay of the replay answers from the replay's evidence.
+			rep2 := replayOf(t, db, rep.RunID)
+			got2, rep2Doc := normalInspect(t, db, rep2.RunID)
+			if got2 != want || *rep2Doc.Run.SourceRunID != rep.RunID {
+				t.Fatalf("replay of replay differs (source %v):\n%s", rep2Doc.Run.SourceRunID, got2)
+			}
+		})
+	}
+}
+
+func TestReplay_DivergenceNamesTaskAndField(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, searchTools(0, nil)...)
+	db := openDB(t)
+	env := func(string) string { return "Bearer x" }
+	src, err := (&workflow.Runner{DB: db, Getenv: env}).Run(context.Background(), mustParse(t, twoTasks(srv.URL, "pure")), map[string]any{"query": "mcp"}, workflow.RunOptions{})
+	if err != nil || src.Err != nil {
+		t.Fatalf("source: %v / %v", err, src.Err)
+	}
+	rp, err := workflow.PrepareReplay(context.Background(), db, src.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same workflow, other input: the first call's arguments differ.
+	res, err := (&workflow.Runner{DB: db, Dialer: rp.Dialer}).Run(context.Background(), rp.Workflow, map[string]any{"query": "other"}, workflow.RunOptions{Mode: "replay", SourceRunID: src.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var de *workflow.DivergenceError
+	if !errors.As(res.Err, &de) {
+		t.Fatalf("replay err = %v, want a *DivergenceError", res.Err)
+	}
+	if de.TaskID != "find" || de.Field != "argumentsDigest" || de.SourceRunID != src.RunID {
+		t.Fatalf("divergence = %+v", de)
+	}
+	if res.State != "failed" || res.ExitCode != workflow.ExitFailed {
+		t.Fatalf("replay ended %s exit %d, want failed exit %d", res.State, res.ExitCode, workflow.ExitFailed)
+	}
+	if got := srv.Stats().Calls["search"]; got != 1 {
+		t.Fatalf("server saw %d search calls, want only the source's 1", got)
+	}
+}
+
+func TestReplay_RefusesUnfinishedAndUnknownRuns(t *testing.T) {
+	db := openDB(t)
+	ctx := context.Background()
+	created := projector.RunCreated{RunID: "run-open", Workflow: "w", Digest: "sha256:0", Source: "x", Mode: "run"}
+	if _, err := db.Append(ctx, "run-open", []events.Record{{Stream: "run", Type: projector.TypeRunCreated, Payload: created}}, projector.Apply); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workflow.PrepareReplay(ctx, db, "run-open"); !errors.Is(err, workflow.ErrRunNotFinished) || !strings.Contains(err.Error(), "run-open") {
+		t.Fatalf("replay of an unfinished run: %v, want ErrRunNotFinished naming it", err)
+	}
+	if _, err := workflow.PrepareReplay(ctx, db, "run-nope"); !errors.Is(err, projector.ErrUnknownRun) || !strings.Contains(err.Error(), "run-nope") {
+		t.Fatalf("replay of an unknown run: %v, want ErrUnknownRun naming it", err)
+	}
+}
