@@ -60,23 +60,23 @@ func (c *checker) policy() {
 }
 
 // checkAllowEntry validates one networkAllowlist entry: a host name, an IP
-// literal, a CIDR range or *.suffix.
+// literal or *.suffix (what the transport matches; no CIDR ranges).
 func checkAllowEntry(e string) error {
 	switch {
 	case e == "":
-		return fmt.Errorf("empty entry; want a host name, IP address, CIDR range or *.suffix")
+		return fmt.Errorf("empty entry; want a host name, IP address or *.suffix")
 	case strings.Contains(e, "://") || strings.ContainsAny(e, " @?#"):
-		return fmt.Errorf("entry %q must be a bare host name, IP address, CIDR range or *.suffix, not a URL", e)
+		return fmt.Errorf("entry %q must be a bare host name, IP address or *.suffix, not a URL", e)
 	}
 	if _, err := netip.ParsePrefix(e); err == nil {
-		return nil
+		return fmt.Errorf("entry %q is a CIDR range; list host names or IP addresses instead", e)
 	}
-	if _, err := netip.ParseAddr(e); err == nil {
+	if _, err := netip.ParseAddr(strings.Trim(e, "[]")); err == nil {
 		return nil
 	}
 	host := strings.TrimPrefix(e, "*.")
 	if host == "" || strings.ContainsAny(host, "*/:[]") {
-		return fmt.Errorf("entry %q must be a host name, IP address, CIDR range or *.suffix (a wildcard only as a leading *.)", e)
+		return fmt.Errorf("entry %q must be a host name, IP address or *.suffix (a wildcard only as a leading *.)", e)
 	}
 	return nil
 }
@@ -126,11 +126,18 @@ func (c *checker) secretRef(p string, ref SecretRefSpec) {
 		switch {
 		case !isEnvName(ref.Env):
 			c.errf(p+".env", "%q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", ref.Env)
-		case len(pol.EnvironmentAllowlist) > 0 && !contains(pol.EnvironmentAllowlist, ref.Env):
+		case len(pol.EnvironmentAllowlist) == 0:
+			c.policyf(p+".env", "environment variable %q may not be read: spec.policy.environmentAllowlist is empty; list %s there", ref.Env, ref.Env)
+		case !contains(pol.EnvironmentAllowlist, ref.Env):
 			c.policyf(p+".env", "environment variable %q is not in spec.policy.environmentAllowlist %v", ref.Env, pol.EnvironmentAllowlist)
 		}
 	default:
-		if len(pol.SecretFileRoots) > 0 && !underRoots(ref.File, pol.SecretFileRoots) {
+		switch {
+		case !filepath.IsAbs(ref.File):
+			c.errf(p+".file", "secret file %q must be an absolute path", ref.File)
+		case len(pol.SecretFileRoots) == 0:
+			c.policyf(p+".file", "secret file %q may not be read: spec.policy.secretFileRoots is empty; list its directory there", ref.File)
+		case !underRoots(ref.File, pol.SecretFileRoots):
 			c.policyf(p+".file", "secret file %q is not under spec.policy.secretFileRoots %v", ref.File, pol.SecretFileRoots)
 		}
 	}
@@ -222,22 +229,14 @@ func unwrapURLError(err error) error {
 }
 
 // hostAllowed matches a lower-case host against allowlist entries: exact
-// names, IP literals, CIDR ranges, and *.suffix for any subdomain of suffix.
+// names or IP literals, and *.suffix for any subdomain of suffix (not suffix
+// itself). This is the transport's rule, applied before anything runs.
 func hostAllowed(host string, allow []string) bool {
-	ip, ipErr := netip.ParseAddr(host)
 	for _, e := range allow {
-		e = strings.TrimSuffix(strings.ToLower(e), ".")
-		if ipErr == nil {
-			if pfx, err := netip.ParsePrefix(e); err == nil && pfx.Contains(ip.Unmap()) {
-				return true
-			}
-			if a, err := netip.ParseAddr(e); err == nil && a.Unmap() == ip.Unmap() {
-				return true
-			}
-			continue
-		}
-		if suffix, ok := strings.CutPrefix(e, "*"); ok && strings.HasPrefix(suffix, ".") {
-			if strings.HasSuffix(host, suffix) && len(host) > len(suffix) {
+		e = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(e)), ".")
+		e = strings.TrimSuffix(strings.TrimPrefix(e, "["), "]")
+		if suffix, ok := strings.CutPrefix(e, "*."); ok {
+			if strings.HasSuffix(host, "."+suffix) {
 				return true
 			}
 			continue
@@ -249,8 +248,36 @@ func hostAllowed(host string, allow []string) bool {
 	return false
 }
 
+// privateRanges are the ranges the transport refuses unless allowPrivate,
+// with the word used in messages.
+var privateRanges = func() []struct {
+	p    netip.Prefix
+	kind string
+} {
+	var out []struct {
+		p    netip.Prefix
+		kind string
+	}
+	for _, r := range [][2]string{
+		{"127.0.0.0/8", "loopback"}, {"::1/128", "loopback"},
+		{"10.0.0.0/8", "private"}, {"172.16.0.0/12", "private"}, {"192.168.0.0/16", "private"}, {"fc00::/7", "private"},
+		{"169.254.0.0/16", "link-local"}, {"fe80::/10", "link-local"},
+		{"100.64.0.0/10", "shared (carrier-grade NAT)"},
+		{"0.0.0.0/8", "unspecified"}, {"::/128", "unspecified"},
+		{"192.0.0.0/24", "reserved"}, {"198.18.0.0/15", "reserved"}, {"240.0.0.0/4", "reserved"},
+		{"224.0.0.0/4", "multicast"}, {"ff00::/8", "multicast"},
+	} {
+		out = append(out, struct {
+			p    netip.Prefix
+			kind string
+		}{netip.MustParsePrefix(r[0]), r[1]})
+	}
+	return out
+}()
+
 // privateKind names the kind of non-public address a literal host is, or "".
-// Host names are not resolved here; "localhost" counts as loopback.
+// Host names are not resolved here (the transport checks resolved
+// addresses); "localhost" counts as loopback.
 func privateKind(host string) string {
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return "loopback"
@@ -259,20 +286,11 @@ func privateKind(host string) string {
 	if err != nil {
 		return ""
 	}
-	ip = ip.Unmap()
-	switch {
-	case ip.IsLoopback():
-		return "loopback"
-	case ip.IsPrivate():
-		return "private"
-	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
-		return "link-local"
-	case ip.IsUnspecified():
-		return "unspecified"
-	case ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
-		return "multicast"
-	case netip.MustParsePrefix("100.64.0.0/10").Contains(ip):
-		return "shared (carrier-grade NAT)"
+	ip = ip.Unmap().WithZone("")
+	for _, r := range privateRanges {
+		if r.p.Contains(ip) {
+			return r.kind
+		}
 	}
 	return ""
 }

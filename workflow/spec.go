@@ -74,9 +74,9 @@ func (in InputSpec) IsRequired() bool {
 
 // PolicySpec is the network and secret policy of a workflow.
 type PolicySpec struct {
-	NetworkAllowlist     []string    `yaml:"networkAllowlist" json:"networkAllowlist,omitempty" jsonschema_description:"Hosts remotes may use: exact names, IP literals, CIDR ranges or *.suffix. Empty allows any host."`
-	EnvironmentAllowlist []string    `yaml:"environmentAllowlist" json:"environmentAllowlist,omitempty" jsonschema_description:"Environment variables secret references may read. Empty allows any."`
-	SecretFileRoots      []string    `yaml:"secretFileRoots" json:"secretFileRoots,omitempty" jsonschema_description:"Directories secret files must live under. Empty allows any path."`
+	NetworkAllowlist     []string    `yaml:"networkAllowlist" json:"networkAllowlist,omitempty" jsonschema_description:"Hosts remotes may use: exact names, IP literals or *.suffix. Empty allows any host (private addresses still need allowPrivate)."`
+	EnvironmentAllowlist []string    `yaml:"environmentAllowlist" json:"environmentAllowlist,omitempty" jsonschema_description:"Environment variables secret references may read; a variable not listed cannot be read."`
+	SecretFileRoots      []string    `yaml:"secretFileRoots" json:"secretFileRoots,omitempty" jsonschema_description:"Absolute directories secret files must lie under; a file outside them cannot be read."`
 	Network              NetworkSpec `yaml:"network" json:"network,omitzero" jsonschema_description:"Schemes, ports, private ranges and limits."`
 }
 
