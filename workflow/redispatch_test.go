@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
@@ -20,17 +21,35 @@ var classes = []string{"pure", "idempotent", "keyed", "at_most_once", "unknown"}
 
 func redispatchable(idem string) bool { return idem == "pure" || idem == "idempotent" || idem == "keyed" }
 
-// actTool is the tool the redispatch tests call; metas collects the
-// params._meta of every request the handler executed.
-func actTool(metas *[]map[string]any) mcptest.ToolDef {
+// metaLog collects the params._meta of every request a handler executed.
+type metaLog struct {
+	mu  sync.Mutex
+	all []map[string]any
+}
+
+func (l *metaLog) add(raw json.RawMessage) {
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, m)
+}
+
+func (l *metaLog) get() []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.all)
+}
+
+// actTool is the tool the redispatch tests call; metas, when not nil,
+// collects the params._meta of every request the handler executed.
+func actTool(metas *metaLog) mcptest.ToolDef {
 	return mcptest.ToolDef{Name: "act",
 		InputSchema:  json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`),
 		OutputSchema: json.RawMessage(`{"type":"object","properties":{"done":{"type":"boolean"}},"required":["done"]}`),
 		Handler: func(_ context.Context, c *mcptest.Call) (*mcptest.Result, error) {
 			if metas != nil {
-				var m map[string]any
-				_ = json.Unmarshal(c.Meta, &m)
-				*metas = append(*metas, m)
+				metas.add(c.Meta)
 			}
 			return &mcptest.Result{Content: mcptest.Text("done"), StructuredContent: map[string]any{"done": true}}, nil
 		}}

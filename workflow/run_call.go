@@ -145,6 +145,7 @@ func (c *call) reconnect(ctx context.Context) error {
 	}
 	rs, err := rn.openSession(ctx, c.remote, c.task.ID, c.attempt)
 	if err != nil {
+		rn.pending = append(rn.pending, c.errorRecord(err))
 		if _, ferr := c.fire(fsm.ReconnectFailed, err.Error(), false); ferr != nil {
 			return errors.Join(err, ferr)
 		}
@@ -155,10 +156,12 @@ func (c *call) reconnect(ctx context.Context) error {
 	switch {
 	case !ok:
 		f := &callFailure{kind: "tool_missing", msg: fmt.Sprintf("tool %q is gone after reconnecting to %q (generation %d); not resent", c.tool.Name, rs.name, rs.gen)}
+		rn.pending = append(rn.pending, c.errorRecord(f))
 		_, ferr := c.fire(fsm.ToolMissing, f.msg, false)
 		return errors.Join(f, ferr)
 	case tool.Digest() != c.schemaDigest:
 		f := &callFailure{kind: "schema_changed", msg: fmt.Sprintf("tool %q changed schema after reconnecting (%s → %s); not resent", c.tool.Name, c.schemaDigest, tool.Digest())}
+		rn.pending = append(rn.pending, c.errorRecord(f))
 		_, ferr := c.fire(fsm.SchemaChanged, f.msg, false)
 		return errors.Join(f, ferr)
 	}
