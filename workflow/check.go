@@ -78,6 +78,16 @@ func (c *checker) suppressed(path string) bool {
 	}
 }
 
+// badUnder reports whether the decoder failed on prefix or anything below it.
+func (c *checker) badUnder(prefix string) bool {
+	for p := range c.bad {
+		if p == prefix || strings.HasPrefix(p, prefix+".") || strings.HasPrefix(p, prefix+"[") {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *checker) report(p pos, path string, policy bool, format string, args ...any) {
 	if c.suppressed(path) {
 		return

@@ -184,6 +184,9 @@ func (c *checker) serverURL(p, raw string) {
 	if u.Fragment != "" {
 		c.errf(p, "url %q must not have a #fragment", raw)
 	}
+	if c.badUnder("spec.policy") {
+		return // the policy itself is broken; judging by it would mislead
+	}
 	net := c.w.Spec.Policy.Network
 	scheme := strings.ToLower(u.Scheme)
 	schemes := net.AllowedSchemes

@@ -16,7 +16,7 @@ import (
 
 // maxNodes bounds the nodes visited, aliases expanded, so that a small file
 // full of nested aliases ("billion laughs") cannot exhaust memory.
-const maxNodes = 200_000
+const maxNodes = 50_000
 
 // pos is a 1-based line and column in the source.
 type pos struct{ line, col int }
@@ -114,7 +114,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, c := range n.Content {
-			d.decode(c, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+			d.decode(c, s.Index(i), indexPath(path, i))
 		}
 		v.Set(s)
 	case reflect.Pointer:
@@ -246,7 +246,7 @@ func (d *decoder) toAny(n *yaml.Node, path string) any {
 	case yaml.SequenceNode:
 		s := make([]any, len(n.Content))
 		for i, c := range n.Content {
-			s[i] = d.toAny(c, fmt.Sprintf("%s[%d]", path, i))
+			s[i] = d.toAny(c, indexPath(path, i))
 		}
 		return s
 	case yaml.ScalarNode:
@@ -259,6 +259,9 @@ func (d *decoder) toAny(n *yaml.Node, path string) any {
 				return b
 			}
 		case "!!int":
+			if i, err := strconv.ParseInt(n.Value, 10, 0); err == nil {
+				return int(i) // the common case, without the reflection of Decode
+			}
 			var i int
 			if n.Decode(&i) == nil {
 				return i
@@ -354,6 +357,11 @@ func suggest(key string, allowed []string) string {
 		}
 	}
 	return ""
+}
+
+// indexPath appends a list index to a field path: a[3].
+func indexPath(path string, i int) string {
+	return path + "[" + strconv.Itoa(i) + "]"
 }
 
 // joinPath appends a mapping key to a field path: a.b, or a["odd key"].
