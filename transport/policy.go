@@ -20,7 +20,7 @@ type Policy struct {
 	NetworkAllowlist     []string      // exact hosts or "*.suffix"; empty = every host allowed (still subject to AllowPrivate)
 	AllowedSchemes       []string      // empty = ["https"]
 	AllowedPorts         []int         // empty = any port
-	AllowPrivate         bool          // loopback, RFC1918, link-local, CGNAT, ULA, unspecified, multicast refused unless true
+	AllowPrivate         bool          // loopback, RFC1918, link-local, CGNAT, ULA, site-local, unspecified, reserved, multicast (also inside IPv4-mapped, IPv4-compatible, NAT64 and 6to4 addresses) refused unless true
 	EnvironmentAllowlist []string      // env names a SecretRef may read
 	SecretFileRoots      []string      // directories a SecretRef.File must lie under
 	ConnectTimeout       time.Duration // 0 = 10s
@@ -103,8 +103,60 @@ func (p Policy) checkURL(raw string) (*url.URL, error) {
 		if err := p.checkAddr(host, addr); err != nil {
 			return nil, err
 		}
+	} else if a, ok := legacyIPv4(host); ok {
+		// inet_aton reads "2130706433", "0177.0.0.1", "0x7f.1" or "127.1"
+		// as 127.0.0.1; Go's resolver does not. Refuse the ambiguity.
+		return nil, policyErr("host %q is a non-canonical IPv4 spelling (of %s); write the address as a dotted quad", host, a)
 	}
 	return u, nil
+}
+
+// legacyIPv4 reports whether host is an all-numeric IPv4 spelling other
+// than the dotted quad: one to four dot-separated decimal, octal (leading
+// 0) or hex (0x) numbers, optionally with a trailing dot. It returns the
+// address inet_aton would read, or the host itself when out of range.
+func legacyIPv4(host string) (string, bool) {
+	parts := strings.Split(strings.TrimSuffix(host, "."), ".")
+	if len(parts) > 4 {
+		return "", false
+	}
+	vals := make([]uint64, len(parts))
+	for i, part := range parts {
+		base, digits := 10, part
+		switch {
+		case len(part) > 1 && (part[:2] == "0x" || part[:2] == "0X"):
+			base, digits = 16, part[2:]
+		case len(part) > 1 && part[0] == '0':
+			base, digits = 8, part[1:]
+		}
+		if part == "" || (digits == "" && base != 16) {
+			return "", false
+		}
+		v, err := strconv.ParseUint(digits, base, 64)
+		if digits == "" {
+			v, err = 0, nil
+		}
+		if err != nil {
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+				return host, true // numeric, but no address at all
+			}
+			return "", false
+		}
+		vals[i] = v
+	}
+	var n uint64
+	for i, v := range vals[:len(vals)-1] {
+		if v > 255 {
+			return host, true
+		}
+		n |= v << (24 - 8*i)
+	}
+	last := vals[len(vals)-1]
+	if last >= 1<<(32-8*(len(vals)-1)) {
+		return host, true
+	}
+	n |= last
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}).String(), true
 }
 
 func (p Policy) hostAllowed(host string) bool {
@@ -133,16 +185,37 @@ var privatePrefixes = func() []netip.Prefix {
 	for _, s := range []string{
 		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
 		"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
-		"::/128", "::1/128", "fc00::/7", "fe80::/10", "ff00::/8",
+		"::/96", // unspecified, loopback and the deprecated IPv4-compatible addresses
+		"fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
 	} {
 		out = append(out, netip.MustParsePrefix(s))
 	}
 	return out
 }()
 
+// embedsIPv4 are IPv6 ranges that carry an IPv4 address a gateway may
+// forward to: NAT64 (well-known and local-use prefixes, last 32 bits) and
+// 6to4 (bits 16-47). The embedded address is checked like any IPv4 one.
+var embedsIPv4 = []struct {
+	p   netip.Prefix
+	off int // byte offset of the embedded IPv4 address
+}{
+	{netip.MustParsePrefix("64:ff9b::/96"), 12},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), 12},
+	{netip.MustParsePrefix("2002::/16"), 2},
+}
+
 // isPrivate reports whether addr lies in a range refused unless AllowPrivate.
 func isPrivate(addr netip.Addr) bool {
 	addr = addr.Unmap().WithZone("")
+	for _, e := range embedsIPv4 {
+		if e.p.Contains(addr) {
+			b := addr.As16()
+			if isPrivate(netip.AddrFrom4([4]byte(b[e.off : e.off+4]))) {
+				return true
+			}
+		}
+	}
 	for _, p := range privatePrefixes {
 		if p.Contains(addr) {
 			return true
