@@ -120,6 +120,7 @@ source of truth: inspect, replay and audit read it and never touch the network.`
 	root.AddCommand(a.runCmd(), a.inspectCmd(), a.demoCmd(), a.versionCmd())
 	root.AddCommand(a.checkCmd(), a.mcpCmd())
 	root.AddCommand(a.runsCmd(), a.auditCmd(), a.dbCmd(), a.replayCmd())
+	root.AddCommand(a.resumeCmd(), a.effectsCmd())
 	return root
 }
 
@@ -170,7 +171,10 @@ func (a *app) openDB(ctx context.Context) (*events.DB, error) {
 
 // dbOptions are the storage options the global flags select.
 func (a *app) dbOptions() events.Options {
-	return events.Options{Durability: events.Durability(a.durability), BusyTimeout: a.busyTimeout}
+	o := events.Options{Durability: events.Durability(a.durability), BusyTimeout: a.busyTimeout}
+	// Test hook (storage_test.go): cap the database to simulate a full disk.
+	_, _ = fmt.Sscan(os.Getenv("AGENTCTL_TEST_MAX_PAGES"), &o.MaxPageCount)
+	return o
 }
 
 // openExisting opens the database for commands that only read; a missing

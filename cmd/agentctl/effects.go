@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow"
+)
+
+func (a *app) effectsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "effects",
+		Short: "List a run's calls (effects) and reconcile the ones left uncertain",
+	}
+	cmd.AddCommand(a.effectsListCmd(), a.effectsReconcileCmd())
+	return cmd
+}
+
+// effectRow is one call as `effects list` shows it.
+type effectRow struct {
+	EffectID     string  `json:"effectId"`
+	TaskID       string  `json:"taskId"`
+	Attempt      int     `json:"attempt"`
+	Server       string  `json:"server"`
+	Tool         string  `json:"tool"`
+	Idempotency  string  `json:"idempotency"`
+	Status       string  `json:"status"`
+	Generation   int     `json:"generation"`
+	Redispatches int     `json:"redispatches"`
+	Error        *string `json:"error"`
+	Reconciled   *string `json:"reconciled"`
+	Reason       *string `json:"reconcileReason"`
+}
+
+func (a *app) effectsListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list RUN_ID",
+		Short:   "List the calls of a run with their status; uncertain ones need an operator",
+		Example: `  agentctl effects list run-0190c3f2-... --output json`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rows, err := a.listEffects(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.output != "human" {
+				return a.printJSON(a.stdout, "EffectList", true, map[string]any{"runId": args[0], "effects": rows})
+			}
+			for _, r := range rows {
+				fmt.Fprintf(a.stdout, "%s  %-12s attempt %d  %s/%s  %-12s %-10s gen %d  redispatches %d\n",
+					r.EffectID, clean(r.TaskID), r.Attempt, clean(r.Server), clean(r.Tool), r.Idempotency, r.Status, r.Generation, r.Redispatches)
+				if r.Reconciled != nil {
+					fmt.Fprintf(a.stdout, "    reconciled %s: %s\n", *r.Reconciled, clean(deref(r.Reason)))
+				} else if r.Error != nil {
+					fmt.Fprintf(a.stdout, "    %s\n", clean(*r.Error))
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func (a *app) listEffects(ctx context.Context, runID string) ([]effectRow, error) {
+	db, err := a.openExisting(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	doc, err := projector.Inspect(ctx, db, runID)
+	if err != nil {
+		return nil, err
+	}
+	rec := map[string]projector.EffectView{}
+	for _, e := range doc.Effects {
+		rec[e.EffectID] = e
+	}
+	rows := make([]effectRow, 0, len(doc.ProtocolCalls))
+	for _, c := range doc.ProtocolCalls {
+		r := effectRow{EffectID: c.EffectID, TaskID: c.TaskID, Attempt: c.Attempt, Server: c.Server, Tool: c.Tool, Idempotency: c.Idempotency,
+			Status: c.Status, Generation: c.Generation, Redispatches: c.Redispatches, Error: c.Error}
+		if e, ok := rec[c.EffectID]; ok {
+			r.Reconciled, r.Reason = &e.Status, &e.Reason
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func (a *app) effectsReconcileCmd() *cobra.Command {
+	var status, reason, resultFile string
+	cmd := &cobra.Command{
+		Use:   "reconcile CALL_ID --status applied|not-applied --reason TEXT [--result-file F]",
+		Short: "Record an operator's verdict on an uncertain call, so that the run can be resumed",
+		Long: `reconcile settles a call that ended uncertain (it may have executed and may not be sent again).
+After checking the server yourself, say what happened:
+  --status applied      the call executed; --result-file holds its result (the tool's
+                        structuredContent, validated against the tool's outputSchema), which the
+                        workflow then uses as the task's output
+  --status not-applied  the call did not execute; resume starts a new task attempt
+                        (a new call identity and idempotency key)
+Then run "agentctl resume RUN_ID". A call that is not uncertain is refused.`,
+		Example: `  agentctl effects reconcile 3f2a... --status applied --reason "order 17 exists" --result-file r.json
+  agentctl effects reconcile 3f2a... --status not-applied --reason "no order in the shop"`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rq := workflow.Reconciliation{EffectID: args[0], Status: status, Reason: reason}
+			if resultFile != "" {
+				b, err := os.ReadFile(resultFile)
+				if err != nil {
+					return usageErr("--result-file: %w", err)
+				}
+				rq.Result = b
+			}
+			db, err := a.openExisting(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			rec, err := workflow.Reconcile(cmd.Context(), db, rq)
+			if err != nil {
+				return err
+			}
+			if a.output != "human" {
+				return a.printJSON(a.stdout, "Reconciled", true, rec)
+			}
+			fmt.Fprintf(a.stdout, "call %s of task %s reconciled %s (%s)\nnext: agentctl resume %s\n",
+				rec.EffectID, clean(rec.TaskID), rec.Status, rec.Transition, rec.RunID)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&status, "status", "", "applied or not-applied (required)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why you believe it (required; recorded)")
+	cmd.Flags().StringVar(&resultFile, "result-file", "", "JSON file with the call's result (required with --status applied)")
+	return cmd
+}

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport/mcptest"
+)
+
+var allClasses = []string{"pure", "idempotent", "keyed", "at_most_once", "unknown"}
+
+func isRedispatchable(idem string) bool { return idem == "pure" || idem == "idempotent" || idem == "keyed" }
+
+// actTool answers {"done": true}; its outputSchema requires done.
+func actTool() mcptest.ToolDef {
+	return mcptest.ToolDef{Name: "act",
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"done":{"type":"boolean"}},"required":["done"]}`),
+		Handler: func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+			return &mcptest.Result{Content: mcptest.Text("done"), StructuredContent: map[string]any{"done": true}}, nil
+		}}
+}
+
+// actWorkflow writes a one-task workflow calling act on url with class idem.
+func actWorkflow(t *testing.T, url, idem string) string {
+	t.Helper()
+	src := fmt.Sprintf(`apiVersion: agentctl.dev/v1alpha1
+kind: Workflow
+metadata: {name: act-once}
+spec:
+  policy:
+    networkAllowlist: [127.0.0.1]
+    network: {allowedSchemes: [http], allowPrivate: true}
+  mcpServers:
+    local: {url: %q, timeoutSeconds: 30}
+  actions:
+    act: {kind: mcp.call, idempotency: %s}
+  tasks:
+    - id: only
+      uses: action:act
+      with: {server: local, tool: act, arguments: {n: 1}}
+  outputs:
+    result: "${{ tasks.only.output }}"
+`, url, idem)
+	path := filepath.Join(t.TempDir(), "act.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// crashRun runs agentctl in a subprocess that SIGKILLs itself right after
+// the event crashAfter, and returns the run id found in the log.
+func crashRun(t *testing.T, db, wf, crashAfter string) string {
+	t.Helper()
+	cmd := subprocess(t, "run", wf, "--db", db, "--output", "json")
+	cmd.Env = append(cmd.Env, "AGENTCTL_TEST_CRASH_AFTER="+crashAfter)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("run with crash after %q did not die: %v\n%s", crashAfter, err, out)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("run with crash after %q ended with %v, not SIGKILL\n%s", crashAfter, err, out)
+	}
+	ids := runIDs(t, db)
+	if len(ids) != 1 {
+		t.Fatalf("runs in log: %v", ids)
+	}
+	return ids[0]
+}
+
+func runIDs(t *testing.T, path string) []string {
+	t.Helper()
+	db := openLog(t, path)
+	ids, err := projector.RunIDs(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func openLog(t *testing.T, path string) *events.DB {
+	t.Helper()
+	db, err := events.Open(context.Background(), path, events.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// describe renders the run's events with projector.Describe.
+func describe(t *testing.T, path, runID string) []string {
+	t.Helper()
+	evs, err := openLog(t, path).Events(context.Background(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = projector.Describe(e)
+	}
+	return out
+}
+
+// projections returns every projection row of runID, as text, per table.
+func projections(t *testing.T, path, runID string) map[string][]string {
+	t.Helper()
+	raw, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	out := map[string][]string{}
+	for _, table := range []string{"runs", "tasks", "protocol_sessions", "protocol_calls", "effects"} {
+		rows, err := raw.Query(`SELECT * FROM `+table+` WHERE run_id = ? ORDER BY 1, 2, 3`, runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			for i, v := range vals {
+				if bs, ok := v.([]byte); ok {
+					v = string(bs)
+				}
+				fmt.Fprintf(&b, "%s=%v ", cols[i], v)
+			}
+			out[table] = append(out[table], b.String())
+		}
+		rows.Close()
+	}
+	return out
+}
+
+// assertRebuildEqual rebuilds runID's projections from the log and checks
+// they equal the incremental ones.
+func assertRebuildEqual(t *testing.T, path, runID string) {
+	t.Helper()
+	before := projections(t, path, runID)
+	if err := projector.Rebuild(context.Background(), openLog(t, path), runID); err != nil {
+		t.Fatal(err)
+	}
+	after := projections(t, path, runID)
+	for table, rows := range before {
+		if strings.Join(rows, "\n") != strings.Join(after[table], "\n") {
+			t.Errorf("%s: rebuilt rows differ from incremental ones:\n%s\n---\n%s", table, strings.Join(rows, "\n"), strings.Join(after[table], "\n"))
+		}
+	}
+}
+
+// resumeJSON resumes runID in-process and returns the exit code and the
+// RunResult data (or the error envelope).
+func resumeJSON(t *testing.T, db, runID string) (int, map[string]any, string) {
+	t.Helper()
+	out, stderr, code := cli(t, "resume", runID, "--db", db, "--output", "json")
+	var env struct {
+		Data map[string]any `json:"data"`
+	}
+	if out != "" {
+		if err := json.Unmarshal([]byte(out), &env); err != nil {
+			t.Fatalf("resume stdout: %v\n%s", err, out)
+		}
+	}
+	return code, env.Data, stderr
+}
+
+// TestCLI_CrashResume kills agentctl right after each event of a call and
+// resumes; per class, the server sees what the rules allow and no more.
+func TestCLI_CrashResume(t *testing.T) {
+	type point struct {
+		at string
+		// calls the server saw in total after the resume, and the exit code,
+		// for redispatchable classes and for the others.
+		calls, code, callsNR, codeNR int
+		inits, initsNR               int
+		fault                        bool // a 404 on the first tools/call (a server restart)
+	}
+	points := []point{
+		{at: "call.prepared", calls: 1, code: 0, callsNR: 1, codeNR: 0, inits: 2, initsNR: 2},
+		// Committed with the request frame, before a byte was sent.
+		{at: "call.transition prepared->dispatched", calls: 1, code: 0, callsNR: 0, codeNR: 3, inits: 2, initsNR: 1},
+		// The response is on disk but no call.result: dispatched, no outcome.
+		{at: "mcp.response in#3", calls: 2, code: 0, callsNR: 1, codeNR: 3, inits: 2, initsNR: 1},
+		{at: "call.result", calls: 1, code: 0, callsNR: 1, codeNR: 0, inits: 1, initsNR: 1},
+		{at: "call.transition dispatched->succeeded", calls: 1, code: 0, callsNR: 1, codeNR: 0, inits: 1, initsNR: 1},
+		{at: "task.finished", calls: 1, code: 0, callsNR: 1, codeNR: 0, inits: 1, initsNR: 1},
+		// After a server restart: the reconnect goes on after the crash.
+		{at: "call.transition dispatched->reconnecting", calls: 2, code: 0, callsNR: 1, codeNR: 3, inits: 2, initsNR: 1, fault: true},
+		// The resend was committed but the process died: the budget is spent
+		// (read from the log), so the call is uncertain, not sent a third time.
+		{at: "call.transition reconnecting->redispatched", calls: 1, code: 3, callsNR: 1, codeNR: 3, inits: 2, initsNR: 1, fault: true},
+	}
+	for _, p := range points {
+		for _, idem := range allClasses {
+			if p.fault && !isRedispatchable(idem) {
+				continue // these classes never reach reconnecting
+			}
+			t.Run(strings.NewReplacer(" ", "_", "#", "@").Replace(p.at)+"/"+idem, func(t *testing.T) {
+				t.Parallel()
+				srv := mcptest.Start(t, mcptest.Options{}, actTool())
+				if p.fault {
+					srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Status: http.StatusNotFound, Nth: 1})
+				}
+				db := filepath.Join(t.TempDir(), "a.db")
+				runID := crashRun(t, db, actWorkflow(t, srv.URL, idem), p.at)
+				code, data, stderr := resumeJSON(t, db, runID)
+				wantCalls, wantCode, wantInits := p.calls, p.code, p.inits
+				if !isRedispatchable(idem) {
+					wantCalls, wantCode, wantInits = p.callsNR, p.codeNR, p.initsNR
+				}
+				st := srv.Stats()
+				if code != wantCode || st.Calls["act"] != wantCalls || st.Initialize != wantInits {
+					t.Fatalf("resume exit %d, server saw %d calls, %d initializations; want exit %d, %d, %d\n%s\n%s",
+						code, st.Calls["act"], st.Initialize, wantCode, wantCalls, wantInits, stderr, strings.Join(describe(t, db, runID), "\n"))
+				}
+				switch wantCode {
+				case 0:
+					if r, _ := json.Marshal(data["outputs"]); string(r) != `{"result":{"done":true}}` {
+						t.Fatalf("outputs = %s", r)
+					}
+				case 3:
+					if !strings.Contains(stderr, "agentctl effects reconcile ") || !strings.Contains(stderr, "agentctl resume "+runID) {
+						t.Fatalf("uncertain exit does not say how to reconcile:\n%s", stderr)
+					}
+				}
+				got := describe(t, db, runID)
+				if n := strings.Count(strings.Join(got, "\n"), "run.resumed"); n != 1 {
+					t.Fatalf("%d run.resumed events:\n%s", n, strings.Join(got, "\n"))
+				}
+				if _, err := openLog(t, db).VerifyRun(context.Background(), runID); err != nil {
+					t.Fatalf("chain: %v", err)
+				}
+				assertRebuildEqual(t, db, runID)
+			})
+		}
+	}
+}
