@@ -56,7 +56,12 @@ func (db *DB) appendLocked(ctx context.Context, runID string, recs []Record, app
 		if err != nil {
 			return nil, fmt.Errorf("append %s: encode payload: %w", r.Type, err)
 		}
-		e := Event{RunID: runID, Seq: t.seq + 1, Stream: r.Stream, Type: r.Type, Payload: payload, CreatedAt: now, PrevHash: t.hash}
+		if db.enc.enabled && protectedType(r.Type) {
+			if payload, err = db.enc.seal(runID, payload); err != nil {
+				return nil, &Error{Op: fmt.Sprintf("append %s: encrypt payload", r.Type), Path: db.path, Err: err}
+			}
+		}
+		e := Event{RunID: runID, Seq: t.seq + 1, Stream: r.Stream, Type: r.Type, Payload: payload, CreatedAt: now, PrevHash: t.hash, codec: db.enc}
 		e.Hash = ComputeHash(e.PrevHash, e.RunID, e.Seq, e.Stream, e.Type, e.Payload)
 		if _, err := stmt.ExecContext(ctx, e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt, e.PrevHash, e.Hash); err != nil {
 			return nil, &Error{Op: fmt.Sprintf("append %s seq %d", e.Type, e.Seq), Path: db.path, Err: classify(err)}

@@ -67,6 +67,7 @@ type DB struct {
 
 	wmu  sync.Mutex
 	tips map[string]tip
+	enc  *codec // payload encryption state (codec.go)
 }
 
 type tip struct {
@@ -117,6 +118,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if err := db.init(ctx, opts.ReadOnly); err != nil {
 		_ = x.Close()
 		return nil, err
+	}
+	if db.enc, err = loadCodec(ctx, x, nil); err != nil {
+		_ = x.Close()
+		return nil, &Error{Op: "open: read encryption settings", Path: path, Err: classify(err)}
 	}
 	return db, nil
 }

@@ -18,6 +18,8 @@ type Event struct {
 	CreatedAt string `db:"created_at" json:"createdAt"`
 	PrevHash  string `db:"prev_hash" json:"prevHash"`
 	Hash      string `db:"hash" json:"hash"`
+
+	codec *codec // decrypts Payload; set by the DB that read or wrote the event
 }
 
 // Record is an event to append; Payload is marshalled to JSON unless it is
@@ -28,9 +30,15 @@ type Record struct {
 	Payload any
 }
 
-// Decode unmarshals the payload into v.
+// Decode unmarshals the payload into v, decrypting an encrypted payload
+// with the key of the database the event came from. A missing or wrong key,
+// and plaintext and ciphertext mixed, are *Error (storage, exit 5).
 func (e Event) Decode(v any) error {
-	if err := json.Unmarshal([]byte(e.Payload), v); err != nil {
+	payload, err := e.codec.open(e)
+	if err != nil {
+		return &Error{Op: fmt.Sprintf("decode %s payload at seq %d of run %s", e.Type, e.Seq, e.RunID), Err: err}
+	}
+	if err := json.Unmarshal([]byte(payload), v); err != nil {
 		return fmt.Errorf("decode %s payload at seq %d: %w", e.Type, e.Seq, err)
 	}
 	return nil

@@ -31,6 +31,7 @@ func (db *DB) Scan(ctx context.Context, runID string, after int64, fn func(Event
 		if err := rows.Scan(&e.RunID, &e.Seq, &e.Stream, &e.Type, &e.Payload, &e.CreatedAt, &e.PrevHash, &e.Hash); err != nil {
 			return &Error{Op: "read events", Path: db.path, Err: err}
 		}
+		e.codec = db.enc
 		if err := fn(e); err != nil {
 			return err
 		}
@@ -60,4 +61,11 @@ func (db *DB) VerifyRun(ctx context.Context, runID string) (int64, error) {
 		return 0, fmt.Errorf("%w: %s", ErrNoRun, runID)
 	}
 	return v.Count(), nil
+}
+
+// Bind lets an event read outside this package (a projection rebuild that
+// scans inside its own transaction) decode encrypted payloads with db's key.
+func (db *DB) Bind(e Event) Event {
+	e.codec = db.enc
+	return e
 }

@@ -44,7 +44,7 @@ func Rebuild(ctx context.Context, db *events.DB, runID string) error {
 			rows.Close()
 			return fmt.Errorf("rebuild %s: read: %w", runID, err)
 		}
-		all = append(all, e)
+		all = append(all, db.Bind(e))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
