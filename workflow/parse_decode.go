@@ -33,6 +33,9 @@ type decoder struct {
 	pos   positions
 	bad   map[string]bool // paths whose value could not be decoded
 	nodes int
+	// active holds the nodes being decoded, from the root down: a recursive
+	// alias shows up as a node that is already active.
+	active map[*yaml.Node]bool
 	// expect says what the document should be, for messages about its root.
 	expect string
 }
@@ -42,6 +45,8 @@ func newDecoder(file string) *decoder {
 		file: file,
 		pos:  positions{val: map[string]pos{}, key: map[string]pos{}},
 		bad:  map[string]bool{},
+
+		active: map[*yaml.Node]bool{},
 
 		expect: "a Workflow document: a mapping with apiVersion, kind, metadata and spec",
 	}
@@ -63,8 +68,12 @@ var (
 	taskSpecType  = reflect.TypeOf(TaskSpec{})
 )
 
+// maxDepth bounds nesting, so that paths and recursion stay small.
+const maxDepth = 64
+
 // visit resolves aliases, counts the node against the budget and records its
-// position. It returns nil when decoding must stop.
+// position. It returns nil when decoding must stop; otherwise the caller must
+// call d.leave(n) when done with the returned node.
 func (d *decoder) visit(n *yaml.Node, path string) *yaml.Node {
 	at := n
 	for depth := 0; n.Kind == yaml.AliasNode; depth++ {
@@ -73,6 +82,14 @@ func (d *decoder) visit(n *yaml.Node, path string) *yaml.Node {
 			return nil
 		}
 		n = n.Alias
+	}
+	if d.active[n] {
+		d.fail(at, path, "YAML alias refers to a node that contains it (recursive alias)")
+		return nil
+	}
+	if len(d.active) >= maxDepth {
+		d.fail(at, path, "nested more than %d levels deep", maxDepth)
+		return nil
 	}
 	d.nodes++
 	if d.nodes == maxNodes {
@@ -84,12 +101,20 @@ func (d *decoder) visit(n *yaml.Node, path string) *yaml.Node {
 	if _, ok := d.pos.val[path]; !ok {
 		d.pos.val[path] = pos{at.Line, at.Column}
 	}
+	d.active[n] = true
 	return n
 }
 
+// leave ends the visit of n.
+func (d *decoder) leave(n *yaml.Node) { delete(d.active, n) }
+
 // decode stores the value of n into v, a settable value of a spec type.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
-	if n = d.visit(n, path); n == nil || isNull(n) {
+	if n = d.visit(n, path); n == nil {
+		return
+	}
+	defer d.leave(n)
+	if isNull(n) {
 		return
 	}
 	switch v.Kind() {
@@ -119,9 +144,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		v.Set(s)
 	case reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
+		d.leave(n) // the pointee is the same node
 		d.decode(n, p.Elem(), path)
 		v.Set(p)
 	case reflect.Interface:
+		d.leave(n) // toAny visits the same node again
 		v.Set(reflect.ValueOf(d.toAny(n, path)))
 	default:
 		d.decodeScalar(n, v, path)
@@ -236,6 +263,7 @@ func (d *decoder) toAny(n *yaml.Node, path string) any {
 	if n = d.visit(n, path); n == nil {
 		return nil
 	}
+	defer d.leave(n)
 	switch n.Kind {
 	case yaml.MappingNode:
 		m := make(map[string]any, len(n.Content)/2)
