@@ -68,20 +68,26 @@ func golden(t *testing.T, path, got string) {
 	}
 }
 
-// diffLines shows the lines that differ, enough to read a failure.
+// diffLines lists the lines only in want (-) and only in got (+).
 func diffLines(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	count := map[string]int{}
+	for _, l := range strings.Split(want, "\n") {
+		count[l]++
+	}
+	for _, l := range strings.Split(got, "\n") {
+		count[l]--
+	}
 	var b strings.Builder
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var a, c string
-		if i < len(w) {
-			a = w[i]
+	for _, l := range strings.Split(want, "\n") {
+		if count[l] > 0 {
+			b.WriteString("- " + l + "\n")
+			count[l]--
 		}
-		if i < len(g) {
-			c = g[i]
-		}
-		if a != c {
-			b.WriteString("- " + a + "\n+ " + c + "\n")
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if count[l] < 0 {
+			b.WriteString("+ " + l + "\n")
+			count[l]++
 		}
 	}
 	return b.String()
