@@ -131,7 +131,9 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(b)
 }
 
-func wrapAAD(dekID, kekID string) []byte { return []byte("settings.encryption.dek|" + dekID + "|" + kekID) }
+func wrapAAD(dekID, kekID string) []byte {
+	return []byte("settings.encryption.dek|" + dekID + "|" + kekID)
+}
 
 // seal returns the envelope of payload for an event of runID.
 func (c *codec) seal(runID, payload string) (string, error) {
