@@ -19,7 +19,9 @@ import (
 // classes is every idempotency class, redispatchable first.
 var classes = []string{"pure", "idempotent", "keyed", "at_most_once", "unknown"}
 
-func redispatchable(idem string) bool { return idem == "pure" || idem == "idempotent" || idem == "keyed" }
+func redispatchable(idem string) bool {
+	return idem == "pure" || idem == "idempotent" || idem == "keyed"
+}
 
 // metaLog collects the params._meta of every request a handler executed.
 type metaLog struct {

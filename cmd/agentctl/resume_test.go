@@ -21,7 +21,9 @@ import (
 
 var allClasses = []string{"pure", "idempotent", "keyed", "at_most_once", "unknown"}
 
-func isRedispatchable(idem string) bool { return idem == "pure" || idem == "idempotent" || idem == "keyed" }
+func isRedispatchable(idem string) bool {
+	return idem == "pure" || idem == "idempotent" || idem == "keyed"
+}
 
 // actTool answers {"done": true}; its outputSchema requires done.
 func actTool() mcptest.ToolDef {
