@@ -69,21 +69,8 @@ payload exactly as stored (an encrypted envelope stays encrypted). No key is nee
 			return nil
 		},
 	}
-	export.Flags().StringVarP(&file, "file", "f", "", "write to this file instead of stdout (-o FILE works too)")
-	// DESIGN §8 spells the file as -o FILE, which is the global --output
-	// shorthand: for export any -o value that is not an output format names
-	// the file (the export itself is always JSON Lines).
-	export.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
-		switch a.output {
-		case "human", "json", "jsonl":
-		default:
-			if file != "" && file != a.output {
-				return usageErr("both -o %q and --file %q given", a.output, file)
-			}
-			file, a.output = a.output, "human"
-		}
-		return cmd.Root().PersistentPreRunE(cmd, args)
-	}
+	export.Flags().StringVarP(&file, "out", "o", "", "write to this file instead of stdout")
+	export.Flags().StringVar(&file, "file", "", "same as -o")
 	verify := &cobra.Command{
 		Use:   "verify FILE",
 		Short: "Recompute an audit export's hash chain offline; exit 0 with the count, or name the first bad seq",

@@ -97,7 +97,7 @@ source of truth: inspect, replay and audit read it and never touch the network.`
 		},
 	}
 	root.PersistentFlags().StringVar(&a.dbPath, "db", "", "database file (default $AGENTCTL_DB or "+defaultDB+")")
-	root.PersistentFlags().StringVarP(&a.output, "output", "o", "human", "output format: human, json or jsonl")
+	root.PersistentFlags().StringVar(&a.output, "output", "human", "output format: human, json or jsonl")
 	root.PersistentFlags().StringVar(&a.durability, "durability", "full", "commit durability: full (fsync every step) or normal")
 	root.PersistentFlags().DurationVar(&a.busyTimeout, "busy-timeout", events.DefaultBusyTimeout, "how long to wait for another process's write lock")
 	root.PersistentFlags().StringVar(&a.color, "color", "auto", "colour on terminals: auto, always or never (NO_COLOR is respected)")
@@ -171,7 +171,10 @@ func (a *app) openDB(ctx context.Context) (*events.DB, error) {
 
 // dbOptions are the storage options the global flags select.
 func (a *app) dbOptions() events.Options {
-	return events.Options{Durability: events.Durability(a.durability), BusyTimeout: a.busyTimeout}
+	o := events.Options{Durability: events.Durability(a.durability), BusyTimeout: a.busyTimeout}
+	// Test hook (storage_test.go): cap the database to simulate a full disk.
+	_, _ = fmt.Sscan(os.Getenv("AGENTCTL_TEST_MAX_PAGES"), &o.MaxPageCount)
+	return o
 }
 
 // openExisting opens the database for commands that only read; a missing
