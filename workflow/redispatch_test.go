@@ -159,3 +159,27 @@ func TestRedispatch_ServerRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestRedispatch_DeclarationOnly: the class comes from the workflow alone.
+// A bad class is a parse error naming file:line, and tool annotations
+// claiming idempotency never make an unknown call redispatchable.
+func TestRedispatch_DeclarationOnly(t *testing.T) {
+	_, err := workflow.Parse("test.yaml", []byte(oneCall("http://127.0.0.1:1/mcp", "act", "sometimes", `{}`)))
+	if err == nil || !strings.Contains(err.Error(), "test.yaml:11:") || !strings.Contains(err.Error(), "sometimes") {
+		t.Fatalf("parse error = %v; want test.yaml:11 naming the value", err)
+	}
+	tool := actTool(nil)
+	tool.Annotations = json.RawMessage(`{"idempotentHint":true,"readOnlyHint":true,"destructiveHint":false}`)
+	srv := mcptest.Start(t, mcptest.Options{}, tool)
+	srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Status: http.StatusNotFound, Nth: 1})
+	db := openDB(t)
+	res := runAct(t, db, srv, "unknown", nil)
+	if exitCode(res) != workflow.ExitUncertain || srv.Stats().Calls["act"] != 1 {
+		t.Fatalf("exit %d, %d calls; want 3, 1", exitCode(res), srv.Stats().Calls["act"])
+	}
+	// Identity columns are immutable in the database as well.
+	if _, err := db.SQL().Exec(`UPDATE protocol_calls SET idempotency = 'pure' WHERE run_id = ?`, res.RunID); err == nil ||
+		!strings.Contains(err.Error(), "immutable") {
+		t.Fatalf("identity update: err = %v", err)
+	}
+}
