@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -36,6 +37,10 @@ type Options struct {
 	BusyTimeout time.Duration
 	// ReadOnly opens an existing database without migrating it.
 	ReadOnly bool
+	// MaxPageCount, when positive, caps the database at that many pages
+	// (PRAGMA max_page_count on every connection): a write past it fails
+	// with SQLITE_FULL, as on a full disk. For tests; 0 = no cap.
+	MaxPageCount int
 }
 
 // Error is a storage failure; the CLI maps it to exit code 5.
@@ -110,8 +115,14 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		q.Set("_synchronous", syncMode)
 	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
-	x, err := sqlx.Open("sqlite3", dsn)
-	if err != nil {
+	var x *sqlx.DB
+	var err error
+	if opts.MaxPageCount > 0 {
+		x = sqlx.NewDb(sql.OpenDB(cappedConnector{dsn: dsn, d: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+			_, err := c.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", opts.MaxPageCount), nil)
+			return err
+		}}}), "sqlite3")
+	} else if x, err = sqlx.Open("sqlite3", dsn); err != nil {
 		return nil, &Error{Op: "open", Path: path, Err: err}
 	}
 	db := &DB{x: x, path: path, Now: time.Now, tips: map[string]tip{}}
@@ -125,6 +136,16 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	return db, nil
 }
+
+// cappedConnector opens connections through a driver whose ConnectHook
+// applies Options.MaxPageCount.
+type cappedConnector struct {
+	dsn string
+	d   *sqlite3.SQLiteDriver
+}
+
+func (c cappedConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
+func (c cappedConnector) Driver() driver.Driver                        { return c.d }
 
 // checkExisting reads the schema version through a read-only connection so
 // that a newer or foreign file is refused without a single byte changing.
