@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
 func TestCLI_McpCallRecordedAndInspectable(t *testing.T) {
@@ -74,5 +76,40 @@ func TestCLI_CheckAndCompletion(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "agentctl") {
 			t.Fatalf("completion %s: exit %d %s", sh, code, stderr)
 		}
+	}
+}
+
+func TestCLI_SchemaIsJSON(t *testing.T) {
+	out, stderr, code := cli(t, "schema")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("schema is not JSON: %v", err)
+	}
+	if !strings.Contains(out, "mcpServers") || !strings.Contains(out, "idempotency") {
+		t.Fatalf("schema lacks workflow keys")
+	}
+}
+
+func TestCLI_McpCallFileHeader(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, mcptest.EchoHeaders("headers"))
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "token")
+	if err := os.WriteFile(secret, []byte("canary-file-secret-4711\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "a.db")
+	out, stderr, code := cli(t, "mcp", "call", srv.URL, "headers", "--header", "x-token=file:"+secret, "--allow-private", "--db", db, "--output", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(out+stderr, "canary-file-secret-4711") {
+		t.Fatal("secret value in output")
+	}
+	st := srv.Stats()
+	if len(st.Requests) == 0 || st.Requests[len(st.Requests)-1].Header.Get("X-Token") != "canary-file-secret-4711" {
+		t.Fatal("server did not receive the file secret")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -37,7 +38,7 @@ func (f *adhoc) workflowFor(rawURL, tool, idempotency string, args json.RawMessa
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: agentctl.dev/v1alpha1\nkind: Workflow\nmetadata:\n  name: adhoc-%s\nspec:\n", toolOrList(tool))
 	fmt.Fprintf(&b, "  policy:\n    networkAllowlist: [%s]\n", quote(u.Hostname()))
-	var envs []string
+	var envs, roots []string
 	headers := map[string]string{}
 	for _, h := range f.headers {
 		name, ref, ok := strings.Cut(h, "=")
@@ -46,12 +47,23 @@ func (f *adhoc) workflowFor(rawURL, tool, idempotency string, args json.RawMessa
 			return nil, usageErr("--header %q: want NAME=env:VAR or NAME=file:PATH", h)
 		}
 		headers[name] = fmt.Sprintf("{%s: %s}", kind, quote(val))
-		if kind == "env" {
+		switch kind {
+		case "env":
 			envs = append(envs, quote(val))
+		case "file":
+			abs, err := filepath.Abs(val)
+			if err != nil {
+				return nil, usageErr("--header %q: %w", h, err)
+			}
+			roots = append(roots, quote(filepath.Dir(abs)))
+			headers[name] = fmt.Sprintf("{file: %s}", quote(abs))
 		}
 	}
 	if len(envs) > 0 {
 		fmt.Fprintf(&b, "    environmentAllowlist: [%s]\n", strings.Join(envs, ", "))
+	}
+	if len(roots) > 0 {
+		fmt.Fprintf(&b, "    secretFileRoots: [%s]\n", strings.Join(roots, ", "))
 	}
 	fmt.Fprintf(&b, "    network: {allowedSchemes: [%s], allowPrivate: %t}\n", quote(u.Scheme), f.allowPrivate)
 	fmt.Fprintf(&b, "  mcpServers:\n    remote:\n      url: %s\n      timeoutSeconds: %d\n", quote(rawURL), f.timeout)
