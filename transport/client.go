@@ -76,6 +76,9 @@ type Client struct {
 	maxBytes       int64
 	getenv         func(string) string
 	userAgent      string
+	// nextID numbers JSON-RPC requests across every session of the client,
+	// so a redispatch on a new session carries a new id.
+	nextID atomic.Int64
 }
 
 // reservedHeaders may not be set through Config.Headers.
@@ -153,7 +156,6 @@ type Session struct {
 
 	c         *Client
 	sessionID string
-	nextID    atomic.Int64
 	closed    atomic.Bool
 }
 

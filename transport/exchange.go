@@ -55,7 +55,7 @@ type wireRequest struct {
 
 // newID allocates the next JSON-RPC id of the session (integers from 1).
 func (s *Session) newID() json.RawMessage {
-	return json.RawMessage(strconv.FormatInt(s.nextID.Add(1), 10))
+	return json.RawMessage(strconv.FormatInt(s.c.nextID.Add(1), 10))
 }
 
 // roundTrip sends one request with id (a notification when id is nil) and

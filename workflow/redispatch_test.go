@@ -130,6 +130,15 @@ func TestRedispatch_ServerRestart(t *testing.T) {
 			if c.Status != "succeeded" || c.Generation != 2 || c.Redispatches != 1 {
 				t.Fatalf("call = %+v", c)
 			}
+			var ids []string
+			for _, r := range st.Requests {
+				if r.RPCMethod == "tools/call" {
+					ids = append(ids, string(r.ID))
+				}
+			}
+			if len(ids) != 2 || ids[0] == ids[1] {
+				t.Fatalf("tools/call JSON-RPC ids = %v; the redispatch must carry a new id", ids)
+			}
 			want := []string{
 				"call.transition prepared->dispatched",
 				"mcp.request out tools/call",
