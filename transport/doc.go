@@ -61,7 +61,7 @@
 //     help; the only redispatch triggers): session_expired (HTTP 404 on a
 //     request that carried a session id), timeout, transport_loss (stream or
 //     connection lost after sending, resumption impossible), malformed
-//     (invalid JSON, wrong jsonrpc version, wrong or duplicate ids, nesting
+//     (invalid JSON or UTF-8, wrong jsonrpc version, wrong or duplicate ids, nesting
 //     over 128, a response over Policy.MaxResponseBytes or an SSE line or
 //     event over the bound).
 //   - Possibly executed ([Error.MayHaveExecuted] but not ambiguous; never

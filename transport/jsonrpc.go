@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unicode/utf8"
 )
 
 // maxJSONDepth bounds the nesting of any JSON value accepted from a server.
@@ -88,6 +89,9 @@ func decodeMessage(b []byte) (*message, error) {
 	if err := checkDepth(b); err != nil {
 		return nil, err
 	}
+	if !utf8.Valid(b) { // RFC 8259 §8.1; encoding/json would accept it and silently rewrite it
+		return nil, malformed("invalid UTF-8 at byte %d", invalidUTF8At(b))
+	}
 	if b[0] != '{' {
 		if b[0] == '[' {
 			return nil, malformed("JSON-RPC batch is not allowed")
@@ -163,6 +167,18 @@ func decodeMessage(b []byte) (*message, error) {
 		}
 	}
 	return m, nil
+}
+
+// invalidUTF8At returns the offset of the first byte that is not valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 func isJSONNumber(raw json.RawMessage) bool {
