@@ -156,6 +156,13 @@ func newRun(r *Runner, wf *Workflow, id string, inputs map[string]any) *run {
 		conns: map[string]Conn{}, gens: map[string]int{}, crashAt: parseCrashPoint(r.CrashAfter)}
 }
 
+// later queues records to commit with the next append: records that need
+// not be durable before anything else happens ride along with the next
+// protocol step, so a call costs two commits, not seven.
+func (rn *run) later(recs ...events.Record) {
+	rn.pending = append(rn.pending, recs...)
+}
+
 // append commits pending records plus recs as one transaction, with the
 // projection updates, then shows them to the observer.
 func (rn *run) append(recs ...events.Record) error {

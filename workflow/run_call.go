@@ -37,6 +37,8 @@ type call struct {
 	effectID string
 	lastErr  error
 	reason   string // of the last transition
+	// cancelled: the user cancelled while the request was in flight.
+	cancelled bool
 }
 
 // callFailure is a definitive failure decided by agentctl itself.
@@ -62,9 +64,8 @@ func (c *call) run(ctx context.Context) (any, error) {
 	if rec, ok := c.rs.sess.(Recorded); ok {
 		prep.SourceRunID, prep.SourceEffectID = rec.SourceRunID(), rec.SourceEffectID(c.task.ID, c.attempt, 1)
 	}
-	if err := rn.append(events.Record{Stream: c.stream(), Type: projector.TypeCallPrepared, Payload: prep}); err != nil {
-		return nil, err
-	}
+	// Committed with the dispatch transition and the request frame.
+	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallPrepared, Payload: prep})
 	return c.dispatch(ctx)
 }
 
@@ -101,17 +102,20 @@ func (c *call) request() transport.CallRequest {
 func (c *call) send(ctx context.Context) (any, error) {
 	rn := c.rn
 	for {
-		res, err := c.rs.sess.CallTool(ctx, c.request(), c.rn.sink(c.stream(), c.frameBase()))
-		if len(rn.pending) > 0 { // nothing was sent: commit the transition anyway
+		res, err := c.rs.sess.CallTool(ctx, c.request(), c.rn.frameSink(c.stream(), c.frameBase(), true))
+		if err == nil {
+			return c.complete(ctx, res)
+		}
+		if len(rn.pending) > 0 { // the transition (if nothing was sent) and any held response
 			if aerr := rn.append(); aerr != nil {
 				return nil, aerr
 			}
 		}
-		if err == nil {
-			return c.complete(ctx, res)
-		}
 		c.lastErr = err
 		trigger := triggerFor(ctx, err)
+		if ctx.Err() != nil {
+			c.cancelled = true
+		}
 		rec := c.errorRecord(err)
 		if transport.KindOf(err) == transport.KindSessionExpired {
 			if aerr := rn.append(events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: projector.TypeSessionExpired,
@@ -180,9 +184,7 @@ func (c *call) complete(ctx context.Context, res *transport.CallResult) (any, er
 	digest := canonjson.DigestBytes(res.Raw)
 	rec := projector.CallResult{EffectID: c.effectID, JSONRPCID: res.ID, IsError: res.IsError, ResultDigest: digest, Output: output,
 		Structured: len(res.StructuredContent) > 0}
-	if err := rn.append(events.Record{Stream: c.stream(), Type: projector.TypeCallResult, Payload: rec}); err != nil {
-		return nil, err
-	}
+	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallResult, Payload: rec})
 	return c.conclude(ctx, rec)
 }
 
@@ -206,7 +208,8 @@ func (c *call) conclude(ctx context.Context, rec projector.CallResult) (any, err
 	if len(rec.Output) == 0 {
 		return nil, c.failDefinitive(ctx, &callFailure{kind: transport.KindMalformed, msg: errNoOutput.Error()})
 	}
-	if _, err := c.fire(fsm.Succeed, "", false); err != nil {
+	// Committed with task.finished: the outcome is one transaction.
+	if _, err := c.fire(fsm.Succeed, "", true); err != nil {
 		return nil, err
 	}
 	return decodeOutput(rec.Output)
@@ -273,6 +276,9 @@ func (c *call) frameBase() projector.Frame {
 
 // exitCode maps how the call ended to the run's exit code.
 func (c *call) exitCode(err error) int {
+	if c.cancelled { // the user stopped the run; the call may still be uncertain
+		return ExitCancelled
+	}
 	switch c.m.State {
 	case fsm.Uncertain:
 		return ExitUncertain

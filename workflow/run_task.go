@@ -37,9 +37,8 @@ func (rn *run) task(ctx context.Context, t TaskSpec, attempt int, prev *loggedAt
 	}
 	if prev == nil {
 		started := projector.TaskStarted{TaskID: t.ID, Attempt: attempt, Server: t.With.Server, Tool: t.With.Tool, Action: t.ActionName(), Idempotency: string(idem)}
-		if err := rn.append(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskStarted, Payload: started}); err != nil {
-			return nil, rn.storageFail(err)
-		}
+		// Committed with the attempt's first protocol step.
+		rn.later(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskStarted, Payload: started})
 	}
 	out, code, err := rn.taskBody(ctx, t, attempt, idem, prev)
 	return rn.finishAttempt(t, attempt, out, code, err)
@@ -152,9 +151,7 @@ func (rn *run) session(ctx context.Context, remote, taskID string, attempt int) 
 		if rs.owner != taskID && !rs.attached[taskID] {
 			rs.attached[taskID] = true
 			ref := projector.SessionRef{Remote: remote, Generation: rs.gen, TaskID: taskID, FromTaskID: rs.owner}
-			if err := rn.append(events.Record{Stream: sessionStream(remote, rs.gen), Type: projector.TypeSessionAttached, Payload: ref}); err != nil {
-				return nil, err
-			}
+			rn.later(events.Record{Stream: sessionStream(remote, rs.gen), Type: projector.TypeSessionAttached, Payload: ref})
 		}
 		return rs, nil
 	}
@@ -217,6 +214,16 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 // sink persists every frame (with any pending records) before the
 // transport sends or reads the next one.
 func (rn *run) sink(stream string, base projector.Frame) transport.Sink {
+	return rn.frameSink(stream, base, false)
+}
+
+// frameSink is sink; with deferResponse the final response frame is held
+// and committed with the call's outcome (call.result, the transition,
+// task.finished) in one transaction. Nothing is read after a response, so
+// every frame is still on disk before the next one is read; a crash before
+// that commit leaves the call dispatched with no outcome: ambiguous, as if
+// the response had never arrived.
+func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool) transport.Sink {
 	return func(_ context.Context, f transport.Frame) error {
 		fr := base
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
@@ -224,7 +231,12 @@ func (rn *run) sink(stream string, base projector.Frame) transport.Sink {
 		if len(fr.Body) == 0 || !json.Valid(fr.Body) {
 			fr.Body, _ = json.Marshal(string(f.Body))
 		}
-		return rn.append(events.Record{Stream: stream, Type: projector.FramePrefix + f.Kind, Payload: fr})
+		rec := events.Record{Stream: stream, Type: projector.FramePrefix + f.Kind, Payload: fr}
+		if deferResponse && f.Dir == "in" && f.Kind == "response" {
+			rn.later(rec)
+			return nil
+		}
+		return rn.append(rec)
 	}
 }
 
