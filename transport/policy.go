@@ -56,6 +56,15 @@ func (p Policy) maxResponseBytes() int64 {
 	return p.MaxResponseBytes
 }
 
+// CheckURL checks raw against p as New does, without any network I/O: the
+// scheme, userinfo, port, allowlist, and a literal address (any spelling)
+// against the private ranges. Host names are checked after resolution, at
+// dial time; static checkers can call this to agree with the transport.
+func CheckURL(p Policy, raw string) error {
+	_, err := p.checkURL(raw)
+	return err
+}
+
 func policyErr(format string, args ...any) *Error {
 	return &Error{Op: "policy", Kind: KindPolicyDenied, Err: fmt.Errorf(format, args...)}
 }

@@ -56,7 +56,11 @@ func TestPolicy_SSRFTable(t *testing.T) {
 			if pvt {
 				want = row.allowedPvt
 			}
-			_, err := New(Config{URL: row.url, Policy: Policy{AllowedSchemes: []string{"http", "https"}, AllowPrivate: pvt}})
+			pol := Policy{AllowedSchemes: []string{"http", "https"}, AllowPrivate: pvt}
+			_, err := New(Config{URL: row.url, Policy: pol})
+			if cerr := CheckURL(pol, row.url); (cerr == nil) != (err == nil) {
+				t.Errorf("CheckURL(%q) = %v but New: %v", row.url, cerr, err)
+			}
 			if (err == nil) != want {
 				t.Errorf("New(%q, allowPrivate=%v): err = %v, want allowed %v", row.url, pvt, err, want)
 			}
