@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 )
 
+const insertEvent = `INSERT INTO events (run_id, seq, stream, type, payload, created_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+
 // Applier updates projections inside the transaction that appends evs.
-type Applier func(ctx context.Context, tx *sqlx.Tx, evs []Event) error
+type Applier func(ctx context.Context, tx *Tx, evs []Event) error
 
 // Append writes recs as the next events of runID and runs apply in the same
 // transaction; nothing is visible unless both succeed. It returns the stored
@@ -32,29 +35,29 @@ func (db *DB) Append(ctx context.Context, runID string, recs []Record, apply App
 }
 
 func (db *DB) appendLocked(ctx context.Context, runID string, recs []Record, apply Applier) ([]Event, error) {
-	tx, err := db.x.BeginTxx(ctx, nil)
+	tx, err := db.BeginTx(ctx)
 	if err != nil {
-		return nil, &Error{Op: "append: begin", Path: db.path, Err: classify(err)}
+		return nil, err
 	}
 	defer func() { _ = tx.Rollback() }()
 	t, ok := db.tips[runID]
 	if !ok {
-		t, err = readTip(ctx, tx, runID)
+		t, err = readTip(ctx, tx.Tx, runID)
 		if err != nil {
 			return nil, &Error{Op: "append: read tip", Path: db.path, Err: classify(err)}
 		}
 	}
 	now := db.Now().UTC().Format(time.RFC3339Nano)
 	evs := make([]Event, 0, len(recs))
-	stmt, err := tx.PreparexContext(ctx, `INSERT INTO events (run_id, seq, stream, type, payload, created_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return nil, &Error{Op: "append: prepare", Path: db.path, Err: classify(err)}
-	}
-	defer stmt.Close()
 	for _, r := range recs {
 		payload, err := marshalPayload(r.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("append %s: encode payload: %w", r.Type, err)
+		}
+		if !utf8.ValidString(payload) {
+			// The chain hashes a JSON re-encoding that would fold invalid
+			// bytes into U+FFFD: refuse them rather than hash two texts alike.
+			return nil, fmt.Errorf("append %s: payload is not valid UTF-8", r.Type)
 		}
 		if db.enc.enabled && protectedType(r.Type) {
 			if payload, err = db.enc.seal(runID, payload); err != nil {
@@ -63,7 +66,7 @@ func (db *DB) appendLocked(ctx context.Context, runID string, recs []Record, app
 		}
 		e := Event{RunID: runID, Seq: t.seq + 1, Stream: r.Stream, Type: r.Type, Payload: payload, CreatedAt: now, PrevHash: t.hash, codec: db.enc}
 		e.Hash = ComputeHash(e.PrevHash, e.RunID, e.Seq, e.Stream, e.Type, e.Payload)
-		if _, err := stmt.ExecContext(ctx, e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt, e.PrevHash, e.Hash); err != nil {
+		if _, err := tx.Exec(ctx, insertEvent, e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt, e.PrevHash, e.Hash); err != nil {
 			return nil, &Error{Op: fmt.Sprintf("append %s seq %d", e.Type, e.Seq), Path: db.path, Err: classify(err)}
 		}
 		t = tip{seq: e.Seq, hash: e.Hash}

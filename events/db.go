@@ -70,9 +70,10 @@ type DB struct {
 	// Now stamps created_at; tests may replace it.
 	Now func() time.Time
 
-	wmu  sync.Mutex
-	tips map[string]tip
-	enc  *codec // payload encryption state (codec.go)
+	wmu   sync.Mutex
+	tips  map[string]tip
+	stmts stmtCache
+	enc   *codec // payload encryption state (codec.go)
 }
 
 type tip struct {
@@ -190,7 +191,10 @@ func (db *DB) init(ctx context.Context, readOnly bool) error {
 }
 
 // Close closes the database.
-func (db *DB) Close() error { return db.x.Close() }
+func (db *DB) Close() error {
+	db.stmts.close()
+	return db.x.Close()
+}
 
 // Path is the file the database lives in.
 func (db *DB) Path() string { return db.path }

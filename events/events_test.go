@@ -155,7 +155,7 @@ func TestEvents_FailedApplyLeavesNothing(t *testing.T) {
 	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
 	appendN(t, db, "run-1", 1)
 	boom := errors.New("boom")
-	_, err := db.Append(context.Background(), "run-1", []events.Record{{Stream: "run", Type: "x"}}, func(context.Context, *sqlxTx, []events.Event) error { return boom })
+	_, err := db.Append(context.Background(), "run-1", []events.Record{{Stream: "run", Type: "x"}}, func(context.Context, *events.Tx, []events.Event) error { return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}

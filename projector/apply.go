@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/agentctl/agentctl/events"
 )
 
 // Apply folds evs (one committed batch of one run) into the projection
 // tables inside tx. It is an events.Applier.
-func Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) error {
+func Apply(ctx context.Context, tx *events.Tx, evs []events.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -22,7 +20,7 @@ func Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) error {
 		}
 	}
 	last := evs[len(evs)-1]
-	_, err := tx.ExecContext(ctx, `UPDATE runs SET events = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`, last.Seq, last.Seq, last.CreatedAt, last.RunID)
+	_, err := tx.Exec(ctx, `UPDATE runs SET events = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`, last.Seq, last.Seq, last.CreatedAt, last.RunID)
 	if err != nil {
 		return fmt.Errorf("project run counters: %w", err)
 	}
@@ -47,9 +45,9 @@ func CallStatus(fsmState string) string {
 	return fsmState
 }
 
-func applyOne(ctx context.Context, tx *sqlx.Tx, e events.Event) error {
+func applyOne(ctx context.Context, tx *events.Tx, e events.Event) error {
 	exec := func(q string, args ...any) error {
-		_, err := tx.ExecContext(ctx, q, args...)
+		_, err := tx.Exec(ctx, q, args...)
 		return err
 	}
 	switch e.Type {

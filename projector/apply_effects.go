@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/agentctl/agentctl/events"
 )
 
@@ -32,7 +30,7 @@ var ErrUnknownCall = errors.New("projector: no such call")
 
 // applyRunResumed reopens the runs row: the run is running again until
 // its next run.finished.
-func applyRunResumed(ctx context.Context, tx *sqlx.Tx, e events.Event) error {
+func applyRunResumed(ctx context.Context, tx *events.Tx, e events.Event) error {
 	var p RunResumed
 	if err := e.Decode(&p); err != nil {
 		return err

@@ -13,9 +13,9 @@ var projectionTables = []string{"effects", "protocol_calls", "protocol_sessions"
 // Rebuild recomputes every projection row of runID from the log alone, in
 // one transaction.
 func Rebuild(ctx context.Context, db *events.DB, runID string) error {
-	tx, err := db.SQL().BeginTxx(ctx, nil)
+	tx, err := db.BeginTx(ctx)
 	if err != nil {
-		return &events.Error{Op: "rebuild: begin", Path: db.Path(), Err: err}
+		return err
 	}
 	defer func() { _ = tx.Rollback() }()
 	for _, t := range projectionTables {

@@ -1,12 +1,15 @@
 package workflow
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/agentctl/agentctl/transport"
 )
 
 // The checks in this file apply the workflow's own policy to what the file
@@ -215,12 +218,24 @@ func (c *checker) serverURL(p, raw string) {
 		return
 	} else if len(net.AllowedPorts) > 0 && !containsInt(net.AllowedPorts, n) {
 		c.policyf(p, "port %d is not in spec.policy.network.allowedPorts %v", n, net.AllowedPorts)
+		return
 	}
 	if al := c.w.Spec.Policy.NetworkAllowlist; len(al) > 0 && !hostAllowed(host, al) {
 		c.policyf(p, "host %q is not in spec.policy.networkAllowlist %v", host, al)
+		return
 	}
 	if what := privateKind(host); what != "" && !net.AllowPrivate {
 		c.policyf(p, "host %q is a %s address; set spec.policy.network.allowPrivate: true to allow it", host, what)
+		return
+	}
+	// Last, the transport's own rule, so that check never accepts what a run
+	// would refuse (odd IPv4 spellings, private ranges inside IPv6, ...).
+	if err := transport.CheckURL(c.w.transportPolicy(), raw); err != nil {
+		var te *transport.Error
+		if errors.As(err, &te) && te.Err != nil {
+			err = te.Err
+		}
+		c.policyf(p, "%v", err)
 	}
 }
 

@@ -9,4 +9,4 @@ CREATE TABLE events (
     prev_hash  TEXT    NOT NULL,
     hash       TEXT    NOT NULL,
     PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
+);
