@@ -172,8 +172,15 @@ func (p Policy) hostAllowed(host string) bool {
 	if len(p.NetworkAllowlist) == 0 {
 		return true
 	}
+	return HostAllowed(host, p.NetworkAllowlist)
+}
+
+// HostAllowed matches a lower-case host against allowlist entries: exact
+// names or IP literals, and *.suffix for any subdomain of suffix (not the
+// suffix itself). Static checkers use it so they apply the transport's rule.
+func HostAllowed(host string, allowlist []string) bool {
 	host = strings.TrimSuffix(host, ".")
-	for _, a := range p.NetworkAllowlist {
+	for _, a := range allowlist {
 		a = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(a)), ".")
 		a = strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")
 		if suffix, ok := strings.CutPrefix(a, "*."); ok {
@@ -213,6 +220,11 @@ var embedsIPv4 = []struct {
 	{netip.MustParsePrefix("64:ff9b:1::/48"), 12},
 	{netip.MustParsePrefix("2002::/16"), 2},
 }
+
+// IsPrivate reports whether addr lies in a range refused unless
+// AllowPrivate (loopback, RFC 1918, link-local, CGNAT, ULA, unspecified,
+// multicast, reserved, and IPv6 forms embedding any of those).
+func IsPrivate(addr netip.Addr) bool { return isPrivate(addr) }
 
 // isPrivate reports whether addr lies in a range refused unless AllowPrivate.
 func isPrivate(addr netip.Addr) bool {

@@ -220,7 +220,7 @@ func (c *checker) serverURL(p, raw string) {
 		c.policyf(p, "port %d is not in spec.policy.network.allowedPorts %v", n, net.AllowedPorts)
 		return
 	}
-	if al := c.w.Spec.Policy.NetworkAllowlist; len(al) > 0 && !hostAllowed(host, al) {
+	if al := c.w.Spec.Policy.NetworkAllowlist; len(al) > 0 && !transport.HostAllowed(host, al) {
 		c.policyf(p, "host %q is not in spec.policy.networkAllowlist %v", host, al)
 		return
 	}
@@ -246,53 +246,6 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-// hostAllowed matches a lower-case host against allowlist entries: exact
-// names or IP literals, and *.suffix for any subdomain of suffix (not suffix
-// itself). This is the transport's rule, applied before anything runs.
-func hostAllowed(host string, allow []string) bool {
-	for _, e := range allow {
-		e = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(e)), ".")
-		e = strings.TrimSuffix(strings.TrimPrefix(e, "["), "]")
-		if suffix, ok := strings.CutPrefix(e, "*."); ok {
-			if strings.HasSuffix(host, "."+suffix) {
-				return true
-			}
-			continue
-		}
-		if host == e {
-			return true
-		}
-	}
-	return false
-}
-
-// privateRanges are the ranges the transport refuses unless allowPrivate,
-// with the word used in messages.
-var privateRanges = func() []struct {
-	p    netip.Prefix
-	kind string
-} {
-	var out []struct {
-		p    netip.Prefix
-		kind string
-	}
-	for _, r := range [][2]string{
-		{"127.0.0.0/8", "loopback"}, {"::1/128", "loopback"},
-		{"10.0.0.0/8", "private"}, {"172.16.0.0/12", "private"}, {"192.168.0.0/16", "private"}, {"fc00::/7", "private"},
-		{"169.254.0.0/16", "link-local"}, {"fe80::/10", "link-local"},
-		{"100.64.0.0/10", "shared (carrier-grade NAT)"},
-		{"0.0.0.0/8", "unspecified"}, {"::/128", "unspecified"},
-		{"192.0.0.0/24", "reserved"}, {"198.18.0.0/15", "reserved"}, {"240.0.0.0/4", "reserved"},
-		{"224.0.0.0/4", "multicast"}, {"ff00::/8", "multicast"},
-	} {
-		out = append(out, struct {
-			p    netip.Prefix
-			kind string
-		}{netip.MustParsePrefix(r[0]), r[1]})
-	}
-	return out
-}()
-
 // privateKind names the kind of non-public address a literal host is, or "".
 // Host names are not resolved here (the transport checks resolved
 // addresses); "localhost" counts as loopback.
@@ -304,13 +257,20 @@ func privateKind(host string) string {
 	if err != nil {
 		return ""
 	}
-	ip = ip.Unmap().WithZone("")
-	for _, r := range privateRanges {
-		if r.p.Contains(ip) {
-			return r.kind
-		}
+	if !transport.IsPrivate(ip) {
+		return ""
 	}
-	return ""
+	switch ip = ip.Unmap().WithZone(""); {
+	case ip.IsLoopback():
+		return "loopback"
+	case ip.IsLinkLocalUnicast():
+		return "link-local"
+	case ip.IsMulticast():
+		return "multicast"
+	case ip.IsUnspecified():
+		return "unspecified"
+	}
+	return "private or reserved"
 }
 
 func containsInt(list []int, n int) bool {
