@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -57,24 +58,13 @@ func validate(t Tool, schema, doc []byte, which string, kind Kind) error {
 	if err := checkDepth(doc); err != nil {
 		return fail("%v", err)
 	}
-	sdoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	sch, err := schemas.compile(schema)
 	if err != nil {
-		return fail("schema is not JSON: %v", err)
+		return fail("%v", err)
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
 		return fail("%s is not JSON: %v", which, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(noLoader{})
-	const loc = "agentctl:///tool/schema.json"
-	if err := c.AddResource(loc, sdoc); err != nil {
-		return fail("schema: %v", err)
-	}
-	sch, err := c.Compile(loc)
-	if err != nil {
-		return fail("schema does not compile: %s", strings.ReplaceAll(err.Error(), loc, ""))
 	}
 	err = sch.Validate(inst)
 	if err == nil {
@@ -96,7 +86,68 @@ func validate(t Tool, schema, doc []byte, which string, kind Kind) error {
 		}
 	}
 	if len(parts) == 0 {
-		parts = append(parts, strings.ReplaceAll(ve.Error(), loc, ""))
+		parts = append(parts, strings.ReplaceAll(ve.Error(), schemaLoc, ""))
 	}
 	return fail("%s", strings.Join(parts, "; "))
+}
+
+// schemaLoc is the location every tool schema is compiled under.
+const schemaLoc = "agentctl:///tool/schema.json"
+
+// maxCachedSchemaBytes bounds the compiled-schema cache by the size of the
+// schemas' source: a server may list 10,000 tools or a 1 MB schema, and a
+// compiled schema holds its parsed source. A schema larger than a quarter
+// of the bound is compiled every time.
+const maxCachedSchemaBytes = 1 << 20
+
+// schemas caches compiled schemas by their exact bytes: compiling costs
+// more than the call it validates, and a run calls the same tools again
+// and again. Compilation depends on nothing but the bytes (no loader, a
+// fixed draft), so equal bytes give an equal schema. A compiled schema is
+// immutable and safe for concurrent Validate calls.
+var schemas = &schemaCache{m: map[string]*jsonschema.Schema{}}
+
+type schemaCache struct {
+	mu    sync.Mutex
+	m     map[string]*jsonschema.Schema
+	bytes int
+}
+
+// compile returns the compiled schema for raw, compiling it on a miss; a
+// schema that fails to compile is not cached.
+func (c *schemaCache) compile(raw []byte) (*jsonschema.Schema, error) {
+	c.mu.Lock()
+	sch, ok := c.m[string(raw)]
+	c.mu.Unlock()
+	if ok {
+		return sch, nil
+	}
+	sdoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("schema is not JSON: %v", err)
+	}
+	comp := jsonschema.NewCompiler()
+	comp.DefaultDraft(jsonschema.Draft2020)
+	comp.UseLoader(noLoader{})
+	if err := comp.AddResource(schemaLoc, sdoc); err != nil {
+		return nil, fmt.Errorf("schema: %v", err)
+	}
+	sch, err = comp.Compile(schemaLoc)
+	if err != nil {
+		return nil, fmt.Errorf("schema does not compile: %s", strings.ReplaceAll(err.Error(), schemaLoc, ""))
+	}
+	if len(raw) > maxCachedSchemaBytes/4 {
+		return sch, nil
+	}
+	c.mu.Lock()
+	if c.bytes+len(raw) > maxCachedSchemaBytes {
+		clear(c.m) // crude but bounded; a run reuses a handful of schemas
+		c.bytes = 0
+	}
+	if _, ok := c.m[string(raw)]; !ok {
+		c.m[string(raw)] = sch
+		c.bytes += len(raw)
+	}
+	c.mu.Unlock()
+	return sch, nil
 }
