@@ -1,0 +1,151 @@
+package workflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/demoserver"
+	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/transport/mcptest"
+	"github.com/agentctl/agentctl/workflow"
+)
+
+// manyCalls is a workflow of n sequential echo tasks on one server.
+func manyCalls(url string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: agentctl.dev/v1alpha1
+kind: Workflow
+metadata: {name: bench}
+spec:
+  policy:
+    networkAllowlist: [127.0.0.1]
+    network: {allowedSchemes: [http], allowPrivate: true}
+  mcpServers:
+    local: {url: %q, timeoutSeconds: 30}
+  actions:
+    act: {kind: mcp.call, idempotency: idempotent}
+  tasks:
+`, url)
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "    - {id: t%d, uses: action:act, with: {server: local, tool: echo, arguments: {message: m%d}}}\n", i, i)
+	}
+	return b.String()
+}
+
+// BenchmarkCallOverhead measures, in one run against one go-sdk server and
+// the same echo tool: (a) a bare go-sdk client, (b) our transport alone,
+// (c) the full durable path per call, (d) the physical floor, one SQLite
+// commit of a small event. Efficiency = (a + 2·d) / c (BENCHMARKS.md).
+func BenchmarkCallOverhead(b *testing.B) {
+	_, url := demotest.StartTest(b, demoserver.Options{})
+	ctx := context.Background()
+
+	b.Run("a=gosdk", func(b *testing.B) {
+		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+		s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: transport.ProtocolVersion})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "m"}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+
+	b.Run("b=transport", func(b *testing.B) {
+		c, err := transport.New(transport.Config{URL: url, Policy: transport.Policy{AllowPrivate: true, AllowedSchemes: []string{"http"}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := c.Connect(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close(ctx)
+		args := json.RawMessage(`{"message":"m"}`)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := s.CallTool(ctx, transport.CallRequest{Tool: "echo", Arguments: args}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+
+	for _, d := range []events.Durability{events.DurabilityFull, events.DurabilityNormal} {
+		b.Run("c=durable/"+string(d), func(b *testing.B) {
+			db := openBenchDB(b, d)
+			wf, err := workflow.Parse("bench.yaml", []byte(manyCalls(url, b.N)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			res, err := (&workflow.Runner{DB: db}).Run(ctx, wf, nil, workflow.RunOptions{})
+			if err != nil || res.Err != nil {
+				b.Fatalf("run: %v %v", err, res.Err)
+			}
+		})
+		b.Run("d=commit/"+string(d), func(b *testing.B) {
+			db := openBenchDB(b, d)
+			payload := json.RawMessage(`{"dir":"in","kind":"notification","method":"notifications/progress","body":{"jsonrpc":"2.0"}}`)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := db.Append(ctx, "run-bench", []events.Record{{Stream: "call/x", Type: "mcp.notification", Payload: payload}}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func openBenchDB(b *testing.B, d events.Durability) *events.DB {
+	b.Helper()
+	db, err := events.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), events.Options{Durability: d})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// BenchmarkProgressPersistence streams 10,000 progress notifications from
+// one tools/call; each frame is committed before the next is read. It
+// reports frames/s, to compare with d=commit (one insert per commit).
+func BenchmarkProgressPersistence(b *testing.B) {
+	const frames = 10000
+	srv := mcptest.Start(b, mcptest.Options{}, mcptest.ToolDef{Name: "progress", Handler: func(ctx context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+		for i := 1; i <= frames; i++ {
+			if err := c.Progress(float64(i), frames, ""); err != nil {
+				return nil, err
+			}
+		}
+		return &mcptest.Result{Content: mcptest.Text("done")}, nil
+	}})
+	for _, d := range []events.Durability{events.DurabilityFull, events.DurabilityNormal} {
+		b.Run(string(d), func(b *testing.B) {
+			db := openBenchDB(b, d)
+			wf, err := workflow.Parse("bench.yaml", []byte(oneCall(srv.URL, "progress", "pure", "{}")))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				res, err := (&workflow.Runner{DB: db}).Run(context.Background(), wf, nil, workflow.RunOptions{})
+				if err != nil || res.Err != nil {
+					b.Fatalf("run: %v %v", err, res.Err)
+				}
+			}
+			b.ReportMetric(float64(frames*b.N)/b.Elapsed().Seconds(), "frames/s")
+		})
+	}
+}
