@@ -54,15 +54,6 @@ func ComputeHash(prevHash, runID string, seq int64, stream, typ, payload string)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func canonical(runID string, seq int64, stream, typ, payload string) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	// Encoding a []any of strings and an int64 cannot fail.
-	_ = enc.Encode([]any{runID, seq, stream, typ, payload})
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-}
-
 // ChainError names the first event whose hash or sequence does not verify.
 type ChainError struct {
 	RunID  string

@@ -1,0 +1,57 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// referenceCanonical is the encoding the chain was defined with.
+func referenceCanonical(runID string, seq int64, stream, typ, payload string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode([]any{runID, seq, stream, typ, payload})
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func TestCanonicalMatchesEncodingJSON(t *testing.T) {
+	cases := []string{"", "plain", `{"a":"b\"c","d":[1,2.5e3,null]}`, "<html>&amp;</html>", "tab\tnl\nret\rbs\\q\"",
+		"\b\f\x00\x01\x1f\x7f", "\u2028\u2029\u2027\u202a", "\xff\xfe", "a\xc3", "\xed\xa0\x80", "héllo wörld ✓ 😀",
+		strings.Repeat("x", 5000)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "\"", "\\", "\n", "\x00", "\x1f", "\x7f", "<", "&", "\u2028", "\u2029", "é", "😀", "\xff", "\xe2\x80", " ", "{", "}"}
+	for i := 0; i < 5000; i++ {
+		var b strings.Builder
+		for j := rng.IntN(40); j > 0; j-- {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		cases = append(cases, b.String())
+	}
+	for _, s := range cases {
+		for _, seq := range []int64{0, 1, -7, 1 << 62} {
+			got, want := canonical(s, seq, "call/"+s, "t"+s, s), referenceCanonical(s, seq, "call/"+s, "t"+s, s)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("canonical(%q):\n got %s\nwant %s", s, got, want)
+			}
+		}
+	}
+}
+
+func FuzzCanonical(f *testing.F) {
+	f.Add("run-1", int64(3), "call/x", "mcp.notification", `{"body":"\u2028<"}`)
+	f.Fuzz(func(t *testing.T, runID string, seq int64, stream, typ, payload string) {
+		if got, want := canonical(runID, seq, stream, typ, payload), referenceCanonical(runID, seq, stream, typ, payload); !bytes.Equal(got, want) {
+			t.Fatalf("got %s want %s", got, want)
+		}
+	})
+}
+
+func BenchmarkCanonical(b *testing.B) {
+	payload := `{"dir":"in","kind":"notification","method":"notifications/progress","remote":"local","generation":1,"taskId":"only","attempt":1,"body":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1,"progressToken":"0123456789abcdef","total":10000}}}`
+	for i := 0; i < b.N; i++ {
+		_ = canonical("run-0190e5c4-1b7e-7cc3-8b9a-3c5d5f6e7a8b", int64(i), "call/0123456789abcdef", "mcp.notification", payload)
+	}
+}
