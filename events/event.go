@@ -44,6 +44,16 @@ func (e Event) Decode(v any) error {
 	return nil
 }
 
+// Plaintext returns the payload as JSON text, decrypting an encrypted one,
+// with the same errors as Decode; for readers that parse it themselves.
+func (e Event) Plaintext() (string, error) {
+	payload, err := e.codec.open(e)
+	if err != nil {
+		return "", &Error{Op: fmt.Sprintf("decode %s payload at seq %d of run %s", e.Type, e.Seq, e.RunID), Err: err}
+	}
+	return payload, nil
+}
+
 // ComputeHash returns the chain hash of an event: sha256(prev_hash ||
 // canonical(run_id, seq, stream, type, payload)) in hex. The payload is taken
 // as stored, so the chain verifies without any decryption key.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
@@ -177,17 +178,27 @@ func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error
 		if !strings.HasPrefix(e.Type, FramePrefix) {
 			return nil
 		}
-		var f Frame
-		if err := e.Decode(&f); err != nil {
+		// Past the bound only the attempt is needed: decode just that
+		// (the payload is still checked whole), and the frame when shown.
+		k, err := decodeFrameKey(e)
+		if err != nil {
 			return err
 		}
-		key := fmt.Sprintf("%s/%d", f.TaskID, f.Attempt)
+		key := k.TaskID + "/" + strconv.Itoa(k.Attempt)
 		n := perAttempt[key]
 		perAttempt[key] = n + 1
 		switch {
 		case n < MaxStreamEventsPerAttempt-1:
+			var f Frame
+			if err := e.Decode(&f); err != nil {
+				return err
+			}
 			doc.StreamEvents = append(doc.StreamEvents, streamEvent(e, f))
 		case n == MaxStreamEventsPerAttempt-1:
+			var f Frame
+			if err := e.Decode(&f); err != nil {
+				return err
+			}
 			doc.StreamEvents = append(doc.StreamEvents, StreamEvent{Seq: e.Seq, Type: TypeStreamTruncated, Stream: e.Stream, TaskID: strPtr(f.TaskID), Attempt: intPtr(f.Attempt), Remote: f.Remote, Generation: f.Generation, At: e.CreatedAt})
 		}
 		return nil
@@ -200,7 +211,7 @@ func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error
 		if se.Type != TypeStreamTruncated {
 			continue
 		}
-		key := fmt.Sprintf("%s/%d", deref(se.TaskID), derefInt(se.Attempt))
+		key := deref(se.TaskID) + "/" + strconv.Itoa(derefInt(se.Attempt))
 		dropped := perAttempt[key] - (MaxStreamEventsPerAttempt - 1)
 		doc.StreamEvents[i].Payload, _ = json.Marshal(map[string]int{"dropped": dropped})
 	}
