@@ -2,8 +2,10 @@
 // HTTP, protocol 2025-11-25) for tests and demos. It listens on 127.0.0.1
 // only, speaks just enough of the protocol (initialize, initialized,
 // tools/list with pages, tools/call dispatched to Go handlers, ping, DELETE,
-// GET resumption with Last-Event-ID) and injects faults keyed by HTTP
-// method, session, JSON-RPC method, tool and call number.
+// GET resumption with Last-Event-ID, server requests and the client's
+// responses to them) and injects faults keyed by HTTP method, session,
+// JSON-RPC method, tool and call number. Tools can be added, changed and
+// removed; sessions see the tool set of their initialize.
 //
 // Everything is synchronised with channels, never with sleeps: a Fault's
 // Gate releases one SSE event per receive, Hang holds a request until the

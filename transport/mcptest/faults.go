@@ -29,8 +29,12 @@ type Fault struct {
 	SplitBytes bool            // SSE/JSON: write and flush one byte at a time
 	Gate       <-chan struct{} // SSE: before every event but the first, wait for a receive (slow frames)
 
-	CloseAfterPriming bool // SSE: execute the call, send only the priming event (with Retry), close; resume with GET + Last-Event-ID delivers the rest
-	Retry             int  // retry field of the priming event, milliseconds
+	// CloseAfterPriming, on a POST (SSE): execute the call, send only the
+	// priming event (with Retry), close; resume with GET + Last-Event-ID
+	// delivers the rest. On a GET: send only a priming event repeating the
+	// Last-Event-ID (with Retry) and close, so the stream breaks again.
+	CloseAfterPriming bool
+	Retry             int // retry field of the priming event, milliseconds
 
 	Flood    int64 // SSE: after the priming event, stream this many bytes of log notifications, lazily
 	HugeLine int64 // SSE: after the priming event, stream one data line this long, lazily

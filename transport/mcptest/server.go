@@ -1,6 +1,7 @@
 package mcptest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +40,16 @@ type Request struct {
 	Header      http.Header
 }
 
+// ClientResponse is a JSON-RPC response the client POSTed, answering a
+// server request (see [Call.Request]).
+type ClientResponse struct {
+	ID      json.RawMessage
+	Session string
+	Result  json.RawMessage // nil when the client answered with an error
+	Error   *RPCError       // nil when the client answered with a result
+	Header  http.Header
+}
+
 // Stats counts what the server saw. Counts are of requests received,
 // including those answered by a fault; Executed counts handler runs.
 type Stats struct {
@@ -46,6 +58,7 @@ type Stats struct {
 	CancelledIDs                                                   []json.RawMessage
 	BytesWritten                                                   int64
 	Requests                                                       []Request
+	Responses                                                      []ClientResponse // POSTed by the client, in arrival order
 }
 
 // Server is a deterministic, scriptable MCP server on 127.0.0.1.
@@ -64,6 +77,7 @@ type Server struct {
 	streams  map[string]*stream
 	nextStrm int
 	stats    Stats
+	waiters  map[string]chan ClientResponse // session + id of a server request → its answer
 }
 
 type session struct {
@@ -86,7 +100,7 @@ func NewServer(opts Options, tools ...ToolDef) *Server {
 	if opts.ProtocolVersion == "" {
 		opts.ProtocolVersion = DefaultProtocolVersion
 	}
-	s := &Server{opts: opts, sessions: map[string]*session{}, streams: map[string]*stream{}}
+	s := &Server{opts: opts, sessions: map[string]*session{}, streams: map[string]*stream{}, waiters: map[string]chan ClientResponse{}}
 	s.stats.Calls, s.stats.Executed = map[string]int{}, map[string]int{}
 	for _, t := range tools {
 		s.AddTool(t)
@@ -124,6 +138,18 @@ func (s *Server) AddTool(t ToolDef) {
 	s.tools = append(s.tools, t)
 }
 
+// RemoveTool removes a tool and reports whether it was there. Like a changed
+// schema, the removal is seen by new sessions only (sessions snapshot the
+// tool set at initialize): after [Server.ExpireSessions], a client that
+// reconnects finds the tool missing.
+func (s *Server) RemoveTool(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.tools)
+	s.tools = slices.DeleteFunc(s.tools, func(t ToolDef) bool { return t.Name == name })
+	return len(s.tools) < n
+}
+
 // ExpireSessions forgets every session (a simulated restart): they answer
 // 404 from now on, and new sessions work.
 func (s *Server) ExpireSessions() {
@@ -140,6 +166,7 @@ func (s *Server) Stats() Stats {
 	st.Calls, st.Executed = maps.Clone(s.stats.Calls), maps.Clone(s.stats.Executed)
 	st.CancelledIDs = append([]json.RawMessage(nil), s.stats.CancelledIDs...)
 	st.Requests = append([]Request(nil), s.stats.Requests...)
+	st.Responses = append([]ClientResponse(nil), s.stats.Responses...)
 	return st
 }
 
@@ -148,6 +175,23 @@ type rpcMessage struct {
 	ID      json.RawMessage `json:"id,omitempty"`
 	Method  string          `json:"method,omitempty"`
 	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error,omitempty"`
+}
+
+// isResponse reports whether m is a client's response to a server request.
+func (m *rpcMessage) isResponse() bool { return m.Method == "" && m.ID != nil }
+
+// waiterKey identifies a server request by session and compacted id.
+func waiterKey(session string, id json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, id) != nil {
+		return session + "\x00" + string(id)
+	}
+	return session + "\x00" + b.String()
 }
 
 // ServeHTTP implements the Streamable HTTP endpoint.
@@ -224,6 +268,10 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, sid string) {
 			}
 			_ = json.Unmarshal(m.Params, &p)
 			st.CancelledIDs = append(st.CancelledIDs, p.RequestID)
+		case "":
+			if m.isResponse() {
+				st.Responses = append(st.Responses, clientResponse(m, sid, r.Header))
+			}
 		}
 	})
 	f := s.faults.match("POST", m.Method, tool, sid)
@@ -261,7 +309,20 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, sid string) {
 			return
 		}
 	}
-	if m.ID == nil { // notification or client response
+	if m.isResponse() { // the client answering a server request: 202, no body
+		s.mu.Lock()
+		ch := s.waiters[waiterKey(sid, m.ID)]
+		s.mu.Unlock()
+		if ch != nil {
+			select { // the first answer to a server request is the one awaited
+			case ch <- clientResponse(m, sid, r.Header):
+			default:
+			}
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if m.ID == nil { // notification
 		if m.Method == "notifications/cancelled" && sess != nil {
 			var p struct {
 				RequestID json.RawMessage `json:"requestId"`
@@ -373,6 +434,14 @@ func (s *Server) response(id, result json.RawMessage, rpcErr *RPCError, f *Fault
 	return b
 }
 
+func clientResponse(m rpcMessage, sid string, h http.Header) ClientResponse {
+	cr := ClientResponse{ID: m.ID, Session: sid, Result: m.Result, Header: h.Clone()}
+	if m.Error != nil {
+		cr.Error = &RPCError{Code: m.Error.Code, Message: m.Error.Message}
+	}
+	return cr
+}
+
 func errorResponse(id json.RawMessage, code int, msg string) []byte {
 	if id == nil {
 		id = json.RawMessage("null")
@@ -406,10 +475,13 @@ func (s *Server) initialize() (json.RawMessage, string) {
 
 // get serves resumption: GET with Last-Event-ID replays the stream's events
 // after that id. A GET without it (a standalone stream) is not supported.
+// A GET fault with CloseAfterPriming sends only a priming event and closes
+// (the stream breaks again), each time it fires.
 func (s *Server) get(w http.ResponseWriter, r *http.Request, sid string) {
 	last := r.Header.Get("Last-Event-ID")
 	s.record(Request{HTTPMethod: "GET", Session: sid, LastEventID: last, Header: r.Header.Clone()}, func(st *Stats) { st.Gets++ })
-	if f := s.faults.match("GET", "", "", sid); f != nil && f.Status != 0 {
+	f := s.faults.match("GET", "", "", sid)
+	if f != nil && f.Status != 0 {
 		writeStatus(w, f)
 		return
 	}
@@ -434,6 +506,12 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, sid string) {
 	}
 	sw := &streamWriter{w: w, ctx: r.Context(), sse: true, written: &s.stats.BytesWritten, mu: &s.mu, stream: &stream{}}
 	sw.start()
+	if f != nil && f.CloseAfterPriming {
+		// Break again: a priming event repeating the client's Last-Event-ID
+		// (nothing is consumed, a later GET resumes from the same point).
+		_ = sw.raw([]byte(primingEvent(last, f.Retry)))
+		return
+	}
 	for i, data := range st.after(n) {
 		if err := sw.raw([]byte(formatEvent(fmt.Sprintf("%s_%d", st.id, n+1+i), data))); err != nil {
 			return

@@ -92,14 +92,18 @@ func (sw *streamWriter) raw(b []byte) error {
 // prime sends the priming event: an id, an optional retry, empty data.
 func (sw *streamWriter) prime(retryMS int) error {
 	n := sw.stream.add("")
+	sw.events++
+	return sw.raw([]byte(primingEvent(fmt.Sprintf("%s_%d", sw.stream.id, n), retryMS)))
+}
+
+func primingEvent(id string, retryMS int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "id: %s_%d\n", sw.stream.id, n)
+	b.WriteString("id: " + id + "\n")
 	if retryMS > 0 {
 		fmt.Fprintf(&b, "retry: %d\n", retryMS)
 	}
 	b.WriteString("data: \n\n")
-	sw.events++
-	return sw.raw([]byte(b.String()))
+	return b.String()
 }
 
 // message sends one JSON-RPC message: an SSE event, or the JSON body.

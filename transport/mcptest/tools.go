@@ -3,6 +3,7 @@ package mcptest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 )
@@ -32,7 +33,8 @@ type Call struct {
 	Header        http.Header     // the HTTP request headers
 	Session       string          // MCP-Session-Id ("" when stateless)
 
-	sw *streamWriter
+	sw  *streamWriter
+	srv *Server
 }
 
 // Notify sends a notification on the response stream before the result
@@ -181,7 +183,7 @@ func (s *Server) call(ctx context.Context, sw *streamWriter, sess *session, m rp
 	s.mu.Lock()
 	s.stats.Executed[p.Name]++
 	s.mu.Unlock()
-	c := &Call{Tool: p.Name, ID: m.ID, Arguments: p.Arguments, Meta: p.Meta, ProgressToken: meta.ProgressToken, Header: h, sw: sw}
+	c := &Call{Tool: p.Name, ID: m.ID, Arguments: p.Arguments, Meta: p.Meta, ProgressToken: meta.ProgressToken, Header: h, sw: sw, srv: s}
 	if sess != nil {
 		c.Session = sess.id
 	}
@@ -216,7 +218,9 @@ func (s *Server) call(ctx context.Context, sw *streamWriter, sess *session, m rp
 }
 
 // Request sends a server-to-client request (method and id) on the response
-// stream; the server does not wait for the client's answer. SSE only.
+// stream (SSE only). The server does not wait for the client's answer; use
+// [Call.AwaitResponse] to receive it. Every answer is also in
+// [Stats.Responses].
 func (c *Call) Request(method string, id json.RawMessage, params any) error {
 	if !c.sw.sse {
 		return nil
@@ -225,5 +229,32 @@ func (c *Call) Request(method string, id json.RawMessage, params any) error {
 	if err != nil {
 		return err
 	}
+	key := waiterKey(c.Session, id)
+	c.srv.mu.Lock()
+	if c.srv.waiters[key] == nil {
+		c.srv.waiters[key] = make(chan ClientResponse, 1)
+	}
+	c.srv.mu.Unlock()
 	return c.sw.message(b)
+}
+
+// AwaitResponse waits for the client's response to the server request id
+// sent with [Call.Request] on this call's session, or for ctx to end.
+func (c *Call) AwaitResponse(ctx context.Context, id json.RawMessage) (ClientResponse, error) {
+	key := waiterKey(c.Session, id)
+	c.srv.mu.Lock()
+	ch := c.srv.waiters[key]
+	c.srv.mu.Unlock()
+	if ch == nil {
+		return ClientResponse{}, fmt.Errorf("mcptest: no server request %s pending on session %q", id, c.Session)
+	}
+	select {
+	case cr := <-ch:
+		c.srv.mu.Lock()
+		delete(c.srv.waiters, key)
+		c.srv.mu.Unlock()
+		return cr, nil
+	case <-ctx.Done():
+		return ClientResponse{}, ctx.Err()
+	}
 }
