@@ -160,19 +160,29 @@ type replaySource struct {
 func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replaySource, error) {
 	src := &replaySource{runID: runID, sessions: map[string][]*recSession{}, calls: map[callKey]*recCall{},
 		byEffect: map[string]*recCall{}, gens: map[string]int{}}
-	evs, err := db.Events(ctx, runID)
-	if err != nil {
-		return nil, fmt.Errorf("replay %s: %w", runID, err)
-	}
-	if len(evs) == 0 || evs[0].Type != projector.TypeRunCreated {
-		return nil, fmt.Errorf("%w %q", projector.ErrUnknownRun, runID)
-	}
-	finished := false
+	finished, seen := false, false
 	var pendingFail []*recSession // sessions that failed before session.opened or session.catalog
-	for _, e := range evs {
-		if err := src.index(e, &finished, &pendingFail); err != nil {
-			return nil, fmt.Errorf("replay %s: index seq %d (%s): %w", runID, e.Seq, e.Type, err)
+	// Scanned, not loaded: only the index (the frames to replay) stays in memory.
+	var stop error // why fn stopped the scan, returned as is
+	err := db.Scan(ctx, runID, 0, func(e events.Event) error {
+		if !seen && e.Type != projector.TypeRunCreated {
+			stop = fmt.Errorf("%w %q", projector.ErrUnknownRun, runID)
+			return stop
 		}
+		seen = true
+		if err := src.index(e, &finished, &pendingFail); err != nil {
+			stop = fmt.Errorf("replay %s: index seq %d (%s): %w", runID, e.Seq, e.Type, err)
+			return stop
+		}
+		return nil
+	})
+	switch {
+	case stop != nil:
+		return nil, stop
+	case err != nil:
+		return nil, fmt.Errorf("replay %s: %w", runID, err)
+	case !seen:
+		return nil, fmt.Errorf("%w %q", projector.ErrUnknownRun, runID)
 	}
 	if !finished {
 		return nil, fmt.Errorf("replay %s: %w (no run.finished; resume or reconcile it first)", runID, ErrRunNotFinished)

@@ -124,6 +124,7 @@ func (r *Runner) Run(ctx context.Context, wf *Workflow, inputs map[string]any, o
 		newID = func() string { return NewRunID(prefix) }
 	}
 	rn := newRun(r, wf, newID(), inputs)
+	rn.batchFrames = opts.Mode == "replay"
 	servers := map[string]string{}
 	for name, s := range wf.Spec.MCPServers {
 		servers[name] = s.URL
@@ -149,6 +150,10 @@ type run struct {
 	// log is the run as recorded before a resume; nil for a fresh run.
 	log     *runLog
 	crashAt crashPoint
+	// batchFrames lets frames share commits (at most replayFrameBatch
+	// records): set for a replay, whose frames come from a log where they
+	// are already durable, not from a network.
+	batchFrames bool
 }
 
 func newRun(r *Runner, wf *Workflow, id string, inputs map[string]any) *run {

@@ -236,8 +236,18 @@ func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool
 			rn.later(rec)
 			return nil
 		}
+		if rn.batchFrames {
+			rn.later(rec)
+			if len(rn.pending) < replayFrameBatch {
+				return nil
+			}
+			return rn.append()
+		}
 		return rn.append(rec)
 	}
 }
+
+// replayFrameBatch bounds how many records a replay commits at once.
+const replayFrameBatch = 4096
 
 var errNoOutput = errors.New("result has neither structuredContent nor content")
