@@ -49,7 +49,7 @@ type Config struct {
 type Frame struct {
 	Dir        string          // "out" or "in"
 	Kind       string          // "request", "notification", "response", "server_request", "http_error"
-	Method     string          // JSON-RPC method when known ("" for responses)
+	Method     string          // JSON-RPC method when known ("" for an "in" response; for an "out" response, the server request's)
 	ID         json.RawMessage // JSON-RPC id when present
 	HTTPStatus int             // status of the HTTP response carrying an "in" frame (0 for "out")
 	EventID    string          // SSE event id when present

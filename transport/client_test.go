@@ -191,7 +191,8 @@ func TestServerRequestWithOurID(t *testing.T) {
 		t.Errorf("content = %s", res.Content)
 	}
 	fr := rec.all()
-	if len(fr) != 3 || fr[1].Kind != "server_request" || fr[1].Method != "sampling/createMessage" || fr[2].Kind != "response" {
+	if len(fr) != 4 || fr[1].Kind != "server_request" || fr[1].Method != "sampling/createMessage" ||
+		fr[2].Dir != "out" || fr[2].Kind != "response" || fr[3].Dir != "in" || fr[3].Kind != "response" {
 		t.Errorf("frames = %+v", fr)
 	}
 }

@@ -35,8 +35,15 @@
 // that ends before the response after an event id is resumed with GET and
 // Last-Event-ID after the server's retry (default 1s, capped by
 // Config.MaxResumeDelay), at most twice: resuming is not resending.
-// Server requests are recorded as "server_request" frames and not
-// answered (agentctl declares no client capabilities).
+// A server request (method and id) on our stream is recorded as a
+// "server_request" frame and answered, since JSON-RPC requires it: agentctl
+// declares no client capabilities, so the answer is the error {code -32601,
+// message "method not found: agentctl declares no client capabilities"},
+// except ping, which gets an empty result. The answer is an "out" "response"
+// frame (Method: the request's method) handed to the sink before it is
+// POSTed with the session headers; the POST is best-effort (bounded to 2s,
+// its outcome ignored, the stream not read meanwhile) and never fails the
+// exchange.
 //
 // A 401 re-resolves every [SecretRef] once and resends the same message
 // with the same id; a second 401 is [KindUnauthorized]. Timeout bounds

@@ -376,6 +376,9 @@ func (x *exchange) deliver(b []byte, eventID string, status int) (*message, erro
 	if err := x.emit(f); err != nil {
 		return nil, err
 	}
+	if f.Kind == "server_request" {
+		return nil, x.answer(m)
+	}
 	if !isResp {
 		return nil, nil
 	}
