@@ -15,15 +15,26 @@ import (
 type Tx struct {
 	*sqlx.Tx
 	db *DB
+	// bound holds the cached statements bound to this transaction, so a
+	// batch of many events binds each statement once, not once per row.
+	bound map[string]*sql.Stmt
 }
 
 // Exec runs query with args through the database's statement cache.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	st, err := t.db.stmts.get(ctx, t.db.x, query)
-	if err != nil {
-		return nil, err
+	st, ok := t.bound[query]
+	if !ok {
+		pst, err := t.db.stmts.get(ctx, t.db.x, query)
+		if err != nil {
+			return nil, err
+		}
+		st = t.Tx.StmtContext(ctx, pst)
+		if t.bound == nil {
+			t.bound = map[string]*sql.Stmt{}
+		}
+		t.bound[query] = st
 	}
-	return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	return st.ExecContext(ctx, args...)
 }
 
 // BeginTx starts a write transaction (BEGIN IMMEDIATE) outside Append, for

@@ -68,6 +68,31 @@ func BenchmarkInspectReplayScale(b *testing.B) {
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(float64(peak())/(1<<20), "peak-heap-MiB")
 		})
+		// The floor of replay, a write path: appending the same number of
+		// recorded frame payloads, as is, in commits of 4096 (replay's
+		// batch), with no decoding, no projection and no workflow.
+		b.Run("write-floor/"+name, func(b *testing.B) {
+			db := openScaleDB(b, path)
+			var payload string
+			if err := db.SQL().Get(&payload, `SELECT payload FROM events WHERE run_id = ? AND type = ? ORDER BY seq LIMIT 1`, scaleRunID, projector.FramePrefix+"notification"); err != nil {
+				b.Fatal(err)
+			}
+			recs := make([]events.Record, 4096)
+			for i := range recs {
+				recs[i] = events.Record{Stream: "call/x", Type: projector.FramePrefix + "notification", Payload: json.RawMessage(payload)}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				run := fmt.Sprintf("run-floor-%d", i)
+				for left := n; left > 0; left -= len(recs) {
+					if _, err := db.Append(context.Background(), run, recs[:min(left, len(recs))], nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "events/s")
+		})
 	}
 }
 
