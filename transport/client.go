@@ -48,7 +48,7 @@ type Config struct {
 // Frame is one protocol step handed to the Sink, already redacted of secret values.
 type Frame struct {
 	Dir        string          // "out" or "in"
-	Kind       string          // "request", "notification", "response", "server_request", "http_error"
+	Kind       string          // "request", "notification", "response", "server_request", "http_error", "resume"
 	Method     string          // JSON-RPC method when known ("" for an "in" response; for an "out" response, the server request's)
 	ID         json.RawMessage // JSON-RPC id when present
 	HTTPStatus int             // status of the HTTP response carrying an "in" frame (0 for "out")

@@ -34,7 +34,14 @@
 // request reusing our id is not mistaken for the response). An SSE stream
 // that ends before the response after an event id is resumed with GET and
 // Last-Event-ID after the server's retry (default 1s, capped by
-// Config.MaxResumeDelay), at most twice: resuming is not resending.
+// Config.MaxResumeDelay), at most twice: resuming is not resending. Each
+// GET is first handed to the sink as an "out" "resume" frame (Method and ID
+// of the request, EventID = the Last-Event-ID, Body {"lastEventId",
+// "attempt"} with attempt 1 or 2, plus "credentialRefresh": true on a retry
+// after 401). A 401 on the GET re-resolves every [SecretRef] once and retries
+// it with the same Last-Event-ID; a second 401 is [KindUnauthorized] with
+// [Error.Accepted] set (possibly executed, never ambiguous). Any other
+// failure to resume, or a third break, is [KindTransportLoss].
 // A server request (method and id) on our stream is recorded as a
 // "server_request" frame and answered, since JSON-RPC requires it: agentctl
 // declares no client capabilities, so the answer is the error {code -32601,
@@ -72,9 +79,10 @@
 //     over 128, a response over Policy.MaxResponseBytes or an SSE line or
 //     event over the bound).
 //   - Possibly executed ([Error.MayHaveExecuted] but not ambiguous; never
-//     redispatched): http_status 5xx, cancelled after sending.
+//     redispatched): http_status 5xx, cancelled after sending, and any
+//     failure with [Error.Accepted] (unauthorized on the resume GET).
 //   - Definitive: remote_error (JSON-RPC error), http_status 3xx/4xx other
-//     than 401/404, unauthorized, version_mismatch, policy_denied,
+//     than 401/404, unauthorized (on a POST), version_mismatch, policy_denied,
 //     invalid_arguments, invalid_output, unsupported, and every failure
 //     before sending. An isError result is not an error here: it is
 //     returned in [CallResult.IsError] (kind tool_error is for callers).

@@ -42,6 +42,10 @@ type Error struct {
 	// Sent reports whether any byte of the request may have reached the
 	// server. A failure before sending is never ambiguous: nothing executed.
 	Sent bool
+	// Accepted reports that the server had answered the request with 2xx
+	// before the failure (e.g. a 401 on the GET resuming its stream): it may
+	// be executing whatever the Kind, so MayHaveExecuted is true.
+	Accepted bool
 }
 
 // Error renders the failure as "transport: OP: KIND[ (status N)][ (code N)]: MESSAGE: ERR".
@@ -88,13 +92,17 @@ func (e *Error) Ambiguous() bool {
 }
 
 // MayHaveExecuted reports whether the request may have executed: the
-// ambiguous kinds, plus a 5xx http_status and a cancellation after send.
+// ambiguous kinds, plus a 5xx http_status, a cancellation after send and
+// any failure after the server accepted the request.
 func (e *Error) MayHaveExecuted() bool {
 	if e.Ambiguous() {
 		return true
 	}
 	if e == nil || !e.Sent {
 		return false
+	}
+	if e.Accepted {
+		return true
 	}
 	switch e.Kind {
 	case KindHTTPStatus:

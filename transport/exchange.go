@@ -402,7 +402,7 @@ func (x *exchange) readStream(resp *http.Response) (*message, error) {
 		if resumes >= maxResumes {
 			return nil, fmt.Errorf("%w (gave up after %d resumptions)", errStreamEnded, maxResumes)
 		}
-		if resp, err = x.resume(); err != nil {
+		if resp, err = x.resume(resumes + 1); err != nil {
 			return nil, err
 		}
 	}
@@ -445,8 +445,12 @@ func eventIDOf(ev sseEvent) string {
 }
 
 // resume waits the server's retry delay (bounded) and reopens the stream
-// with GET + Last-Event-ID. It never resends the request.
-func (x *exchange) resume() (*http.Response, error) {
+// with GET + Last-Event-ID; attempt counts the resumptions of this exchange
+// from 1. Each GET is announced to the sink first as an "out" "resume"
+// frame. A 401 re-resolves every secret reference and retries the GET once
+// with the same Last-Event-ID; a second 401 is KindUnauthorized, possibly
+// executed (the request was accepted). It never resends the request.
+func (x *exchange) resume(attempt int) (*http.Response, error) {
 	d := x.retry
 	if d < 0 {
 		d = defaultResumeDelay
@@ -463,26 +467,50 @@ func (x *exchange) resume() (*http.Response, error) {
 			return nil, context.Cause(x.rctx)
 		}
 	}
-	req, err := http.NewRequestWithContext(x.rctx, http.MethodGet, x.s.c.url.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := x.s.setHeaders(req, true); err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Last-Event-ID", x.lastEventID)
-	resp, err := x.s.c.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+	for refreshed := false; ; refreshed = true {
+		req, err := http.NewRequestWithContext(x.rctx, http.MethodGet, x.s.c.url.String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := x.s.setHeaders(req, true); err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Last-Event-ID", x.lastEventID)
+		if err := x.emit(x.resumeFrame(attempt, refreshed)); err != nil {
+			return nil, err
+		}
+		resp, err := x.s.c.http.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		if resp.StatusCode == http.StatusOK && ct == "text/event-stream" {
+			return resp, nil
+		}
 		x.status = resp.StatusCode
-		_ = x.httpError(resp)
-		return nil, fmt.Errorf("%w: resume with Last-Event-ID got http %d %q", errStreamEnded, resp.StatusCode, ct)
+		if err := x.httpError(resp); err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusUnauthorized {
+			return nil, fmt.Errorf("%w: resume with Last-Event-ID got http %d %q", errStreamEnded, resp.StatusCode, ct)
+		}
+		if refreshed {
+			return nil, &Error{Op: x.op, Kind: KindUnauthorized, Status: resp.StatusCode, Sent: true, Accepted: true,
+				Message: fmt.Sprintf("server refused the credentials twice when resuming the stream (attempt %d)", attempt)}
+		}
 	}
-	return resp, nil
+}
+
+// resumeFrame records one GET + Last-Event-ID; credentialRefresh marks the
+// retry after a 401.
+func (x *exchange) resumeFrame(attempt int, credentialRefresh bool) Frame {
+	body, _ := marshalNoEscape(struct {
+		LastEventID       string `json:"lastEventId"`
+		Attempt           int    `json:"attempt"`
+		CredentialRefresh bool   `json:"credentialRefresh,omitempty"`
+	}{x.lastEventID, attempt, credentialRefresh})
+	return Frame{Dir: "out", Kind: "resume", Method: x.method, ID: x.id, EventID: x.lastEventID, Body: body}
 }
 
 // notifyCancelled sends a best-effort notifications/cancelled for id,
