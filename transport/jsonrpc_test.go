@@ -153,6 +153,7 @@ func TestErrorClassification(t *testing.T) {
 		{Error{Kind: KindCancelled}, false, false},
 		{Error{Kind: KindRemoteError, Sent: true}, false, false},
 		{Error{Kind: KindUnauthorized, Sent: true}, false, false},
+		{Error{Kind: KindUnauthorized, Status: 401, Sent: true, Accepted: true}, false, true}, // 401 on the resume GET
 		{Error{Kind: KindPolicyDenied}, false, false},
 	} {
 		if tc.e.Ambiguous() != tc.ambiguous || tc.e.MayHaveExecuted() != tc.mayHave {
