@@ -14,13 +14,17 @@ func Apply(ctx context.Context, tx *events.Tx, evs []events.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	calls := 0 // call.prepared events: the run's call counter, updated once per batch
 	for _, e := range evs {
 		if err := applyOne(ctx, tx, e); err != nil {
 			return fmt.Errorf("project %s seq %d: %w", e.Type, e.Seq, err)
 		}
+		if e.Type == TypeCallPrepared {
+			calls++
+		}
 	}
 	last := evs[len(evs)-1]
-	_, err := tx.Exec(ctx, `UPDATE runs SET events = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`, last.Seq, last.Seq, last.CreatedAt, last.RunID)
+	_, err := tx.Exec(ctx, `UPDATE runs SET calls = calls + ?, events = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`, calls, last.Seq, last.Seq, last.CreatedAt, last.RunID)
 	if err != nil {
 		return fmt.Errorf("project run counters: %w", err)
 	}
@@ -121,11 +125,9 @@ func applyOne(ctx context.Context, tx *events.Tx, e events.Event) error {
 		if err := e.Decode(&p); err != nil {
 			return err
 		}
-		if err := exec(`INSERT INTO protocol_calls (effect_id, run_id, task_id, attempt, operation, server, tool, idempotency, generation, status, arguments_digest, schema_digest, source_run_id, source_effect_id, protocol_state, created_at, updated_at) VALUES (?, ?, ?, ?, 'mcp.call', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			p.EffectID, e.RunID, p.TaskID, p.Attempt, p.Server, p.Tool, p.Idempotency, p.Generation, RowStatus(p.SourceRunID, "prepared"), p.ArgumentsDigest, nullable(p.SchemaDigest), nullable(p.SourceRunID), nullable(p.SourceEffectID), `{"state":"prepared","redispatches":0}`, e.CreatedAt, e.CreatedAt); err != nil {
-			return err
-		}
-		return exec(`UPDATE runs SET calls = calls + 1 WHERE run_id = ?`, e.RunID)
+		// runs.calls is counted by Apply, once per batch.
+		return exec(`INSERT INTO protocol_calls (effect_id, run_id, task_id, attempt, operation, server, tool, idempotency, generation, status, arguments_digest, schema_digest, source_run_id, source_effect_id, protocol_state, created_at, updated_at) VALUES (?, ?, ?, ?, 'mcp.call', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.EffectID, e.RunID, p.TaskID, p.Attempt, p.Server, p.Tool, p.Idempotency, p.Generation, RowStatus(p.SourceRunID, "prepared"), p.ArgumentsDigest, nullable(p.SchemaDigest), nullable(p.SourceRunID), nullable(p.SourceEffectID), `{"state":"prepared","redispatches":0}`, e.CreatedAt, e.CreatedAt)
 	case TypeCallTransition:
 		var p CallTransition
 		if err := e.Decode(&p); err != nil {
