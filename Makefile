@@ -35,5 +35,12 @@ fuzz-smoke:
 	  done; \
 	done
 
+# The performance suite (BENCHMARKS.md): every benchmark 5 times, then the
+# medians. About 5 minutes on 2 cores; AGENTCTL_BENCH_1M=1 adds the 1M-event
+# inspect/replay point (a few minutes more). Needs benchstat:
+#   go install golang.org/x/perf/cmd/benchstat@latest
+BENCHSTAT ?= $(shell command -v benchstat || echo $$($(GO) env GOPATH)/bin/benchstat)
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./... | tee bench.txt
+	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load:$$(cut -d' ' -f1-3 /proc/loadavg)"
+	$(GO) test -run='^$$' -bench=. -benchmem -count=5 -timeout=30m ./... | tee bench.txt
+	$(BENCHSTAT) bench.txt
