@@ -353,7 +353,8 @@ func (s *recSend) failure() error {
 		te.Sent = true
 	case fsm.FailPossiblyExecuted:
 		te.Sent = true
-		te.Accepted = te.Kind == transport.KindUnauthorized // only a 401 on the resume GET, after the server accepted the call
+		// Unauthorized is possibly executed only after the server accepted the call (a 401 on the resume GET).
+		te.Accepted = te.Kind == transport.KindUnauthorized
 		if !te.MayHaveExecuted() { // the source error was not a transport error
 			return &replayedError{msg: ce.Message, err: errors.New(ce.Message)}
 		}
