@@ -4,16 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/internal/tspeer"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow"
 )
 
 // cuttingProxy is a loopback proxy to upstream that ends the SSE response of
@@ -91,11 +96,43 @@ func TestTSEverything_ResumeAfterCut(t *testing.T) {
 	if res.Err != nil {
 		t.Fatalf("exit %d: %v\n%s", exitCode(res), res.Err, numbered(describe(t, db, res.RunID)))
 	}
-	// The log reads as one uninterrupted call: the resumed events carry
-	// their ids, and the replayed ones were not recorded twice.
-	assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started op"), openSession(1), succeededCall(4),
+	// The log reads as one call whose stream was resumed once (the
+	// mcp.resume frame, before the GET): the resumed events carry their ids,
+	// and the replayed ones were not recorded twice.
+	call := succeededCall(4)
+	call = slices.Insert(call, slices.Index(call, "mcp.request out tools/call")+3, "mcp.resume out tools/call")
+	assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started op"), openSession(1), call,
 		lines("task.finished op succeeded", "run.finished succeeded")))
 	evs := runEvents(t, db, res.RunID)
+	var resumes []events.Event
+	for _, e := range evs {
+		if e.Type == projector.FramePrefix+"resume" {
+			resumes = append(resumes, e)
+		}
+	}
+	var rf projector.Frame
+	var body struct {
+		LastEventID string `json:"lastEventId"`
+		Attempt     int    `json:"attempt"`
+	}
+	if len(resumes) != 1 || resumes[0].Decode(&rf) != nil || json.Unmarshal(rf.Body, &body) != nil ||
+		body.Attempt != 1 || body.LastEventID == "" || rf.EventID != body.LastEventID || rf.Dir != "out" {
+		t.Fatalf("resume frames %+v (body %s)", resumes, rf.Body)
+	}
+
+	// The replay reproduces the resumed run from its evidence.
+	rp, err := workflow.PrepareReplay(context.Background(), db, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := (&workflow.Runner{DB: db, Dialer: rp.Dialer}).Run(context.Background(), rp.Workflow, rp.Inputs,
+		workflow.RunOptions{Mode: "replay", SourceRunID: res.RunID})
+	if err != nil || rep.Err != nil {
+		t.Fatalf("replay: %v / %v", err, rep.Err)
+	}
+	if got, want := describe(t, db, rep.RunID), describe(t, db, res.RunID); !slices.Equal(got, want) {
+		t.Fatalf("replay log:\n%s\nsource log:\n%s", numbered(got), numbered(want))
+	}
 	assertProgress(t, evs, 4, "")
 	ids := map[string]bool{}
 	for _, f := range frames(t, evs, "notifications/progress") {
