@@ -12,7 +12,7 @@ import (
 type Fault struct {
 	// Match.
 	HTTPMethod string // "POST", "GET", "DELETE"; "" = any
-	RPCMethod  string // JSON-RPC method, e.g. "tools/call"; "" = any
+	RPCMethod  string // JSON-RPC method, e.g. "tools/call"; "" = any (a client's response POST has no method: only "" matches it)
 	Tool       string // tools/call tool name; "" = any
 	Session    string // MCP-Session-Id; "" = any
 	Nth        int    // fire on the Nth matching request (1-based); 0 = from the first
