@@ -144,7 +144,7 @@ func TestTimeoutSendsCancelled(t *testing.T) {
 	defer close(hang)
 	srv := mcptest.Start(t, mcptest.Options{}, okTool("a"))
 	srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Hang: hang})
-	s := connect(t, newClient(t, srv.URL, func(c *Config) { c.Timeout = 50 * time.Millisecond }), nil)
+	s := connect(t, newClient(t, srv.URL, func(c *Config) { c.Timeout = time.Second }), nil)
 	var rec recorder
 	_, err := s.CallTool(context.Background(), CallRequest{Tool: "a"}, rec.sink)
 	e := wantKind(t, err, KindTimeout)
@@ -176,7 +176,7 @@ func TestMaxDuration(t *testing.T) {
 		}
 	}}
 	srv := mcptest.Start(t, mcptest.Options{}, tool)
-	s := connect(t, newClient(t, srv.URL, func(c *Config) { c.Timeout = 10 * time.Second; c.MaxDuration = 100 * time.Millisecond }), nil)
+	s := connect(t, newClient(t, srv.URL, func(c *Config) { c.Timeout = 10 * time.Second; c.MaxDuration = time.Second }), nil)
 	go func() {
 		for range gate {
 		}
