@@ -34,7 +34,11 @@ func (c *call) resume(ctx context.Context, lc *loggedCall) (any, error) {
 		if lc.result != nil { // the response reached the log: never resend
 			return c.conclude(ctx, *lc.result)
 		}
-		dec, err := c.fire(fsm.FailAmbiguous, ReasonInterrupted, false)
+		trigger, reason := fsm.FailAmbiguous, ReasonInterrupted
+		if lc.possiblyExecuted != 0 { // the server answered 5xx before the process ended
+			trigger, reason = fsm.FailPossiblyExecuted, fmt.Sprintf("%s after HTTP %d (possibly executed)", ReasonInterrupted, lc.possiblyExecuted)
+		}
+		dec, err := c.fire(trigger, reason, false)
 		if err != nil {
 			return nil, err
 		}

@@ -38,8 +38,11 @@ type loggedCall struct {
 	transitions []fsm.Transition
 	gen         int                   // generation of the last transition (or of prepared)
 	result      *projector.CallResult // last call.result after the last send
-	reconciled  *projector.CallReconciled
-	m           fsm.Call
+	// possiblyExecuted is the HTTP status of a 5xx answer to the last send
+	// (0 = none): the request may have run, so it is never sent again.
+	possiblyExecuted int
+	reconciled       *projector.CallReconciled
+	m                fsm.Call
 }
 
 // loadRunLog reads runID's events and folds them; a run with no events
@@ -127,8 +130,16 @@ func (l *runLog) fold(e events.Event) error {
 			c.transitions = append(c.transitions, fsm.Transition{From: fsm.State(p.From), To: fsm.State(p.To), Trigger: fsm.Trigger(p.Trigger), Reason: p.Reason})
 			c.gen = p.Generation
 			if p.To == string(fsm.Dispatched) || p.To == string(fsm.Redispatched) {
-				c.result = nil // a result belongs to the latest send
+				c.result, c.possiblyExecuted = nil, 0 // an outcome belongs to the latest send
 			}
+		}
+	case projector.FramePrefix + "http_error":
+		var f projector.Frame
+		if err := e.Decode(&f); err != nil {
+			return err
+		}
+		if c := l.calls[f.EffectID]; c != nil && f.Method == "tools/call" && f.HTTPStatus >= 500 {
+			c.possiblyExecuted = f.HTTPStatus
 		}
 	case projector.TypeCallResult:
 		var p projector.CallResult
