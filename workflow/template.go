@@ -218,7 +218,7 @@ func scanTemplates(s string) ([]part, error) {
 			i++
 			continue
 		}
-		end := strings.Index(s[i+3:], "}}")
+		end := templateEnd(s[i+3:])
 		if end < 0 {
 			return nil, fmt.Errorf("template %s is not closed with }}", quoteShort(s[i:]))
 		}
@@ -305,30 +305,76 @@ func parsePath(expr string) ([]segment, error) {
 			}
 			segs = append(segs, segment{key: k})
 		case '[':
-			end := strings.IndexByte(expr[i:], ']')
-			if end < 0 {
-				return nil, fmt.Errorf("[ without ]")
-			}
-			inner := expr[i+1 : i+end]
-			if strings.HasPrefix(inner, `"`) {
+			if i+1 < len(expr) && expr[i+1] == '"' {
+				// A quoted key ends at its closing quote, so it may hold ] or }}.
+				q := closingQuote(expr, i+1)
+				if q < 0 {
+					return nil, fmt.Errorf("bad quoted key %s: no closing quote", expr[i+1:])
+				}
+				inner := expr[i+1 : q+1]
+				if q+1 >= len(expr) || expr[q+1] != ']' {
+					return nil, fmt.Errorf("quoted key %s is not followed by ]", inner)
+				}
 				k, err := strconv.Unquote(inner)
 				if err != nil {
 					return nil, fmt.Errorf("bad quoted key %s", inner)
 				}
 				segs = append(segs, segment{key: k})
-			} else {
-				n, err := strconv.Atoi(inner)
-				if err != nil || n < 0 || strings.HasPrefix(inner, "+") {
-					return nil, fmt.Errorf("index [%s] is not a non-negative integer", inner)
-				}
-				segs = append(segs, segment{index: n, isIdx: true})
+				i = q + 2
+				continue
 			}
+			end := strings.IndexByte(expr[i:], ']')
+			if end < 0 {
+				return nil, fmt.Errorf("[ without ]")
+			}
+			inner := expr[i+1 : i+end]
+			n, err := strconv.Atoi(inner)
+			if err != nil || n < 0 || strings.HasPrefix(inner, "+") {
+				return nil, fmt.Errorf("index [%s] is not a non-negative integer", inner)
+			}
+			segs = append(segs, segment{index: n, isIdx: true})
 			i += end + 1
 		default:
 			return nil, fmt.Errorf("unexpected %q at offset %d", expr[i], i)
 		}
 	}
 	return segs, nil
+}
+
+// closingQuote returns the index of the quote that closes the Go-style
+// quoted string opening at s[open], or -1; backslash escapes the next byte.
+func closingQuote(s string, open int) int {
+	for j := open + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case '"':
+			return j
+		}
+	}
+	return -1
+}
+
+// templateEnd returns the offset of the }} that closes a template whose
+// expression starts at s[0], skipping quoted keys (which may contain }}),
+// or -1.
+func templateEnd(s string) int {
+	for j := 0; j < len(s); j++ {
+		switch {
+		case s[j] == '"':
+			q := closingQuote(s, j)
+			if q < 0 { // unterminated: parsing reports it
+				if k := strings.Index(s[j:], "}}"); k >= 0 {
+					return j + k
+				}
+				return -1
+			}
+			j = q
+		case strings.HasPrefix(s[j:], "}}"):
+			return j
+		}
+	}
+	return -1
 }
 
 func isIdentByte(c byte) bool {
