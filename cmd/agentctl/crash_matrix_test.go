@@ -376,6 +376,11 @@ var demoURL = regexp.MustCompile(`demo server (http://127\.0\.0\.1:\d+/mcp)`)
 // server back on the same address and resumes the run it left.
 func TestCLI_CrashDemo(t *testing.T) {
 	t.Parallel()
+	// Hold demo's usual port so that each killed demo gets an ephemeral
+	// one, which no other demo takes before the test listens on it again.
+	if l, err := net.Listen("tcp", "127.0.0.1:8765"); err == nil {
+		t.Cleanup(func() { _ = l.Close() })
+	}
 	for _, point := range []string{"call.result", "mcp.notification in notifications/progress#2", "task.finished#2"} {
 		t.Run(strings.NewReplacer(" ", "_", "#", "@").Replace(point), func(t *testing.T) {
 			t.Parallel()
