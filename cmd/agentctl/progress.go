@@ -4,71 +4,392 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"sync"
+	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
 )
 
-// progress prints one line per persisted step a human cares about, on stderr.
-type progress struct{ w io.Writer }
+// progress shows a run to a human on stderr, from the events as they are
+// persisted (never from anything that is not in the log). On a terminal it
+// keeps one live line per running call (task, tool, elapsed, and the last
+// persisted progress notification, with a bar when the total is known),
+// redrawn in place, with the lasting lines printed above it; elsewhere it
+// prints plain lines. summary ends the output with one row per task.
+//
+// observe is called by the run loop; the terminal redraw ticker calls
+// redraw from its own goroutine, so both take mu.
+type progress struct {
+	w     io.Writer
+	tty   bool // redraw live lines in place
+	color bool // colour state words
+	now   func() time.Time
 
-func newProgress(w io.Writer) *progress { return &progress{w: w} }
+	mu    sync.Mutex
+	drawn int               // live lines on screen
+	calls map[string]*row   // running call by effect id
+	tasks []*row            // every task attempt seen, in order
+	byKey map[string]*row   // task id/attempt → row
+	gens  map[string]int    // remote → last generation opened
+	stop  chan struct{}     // closes the ticker; nil when none runs
+	done  sync.WaitGroup    // the ticker goroutine
+	last  map[string]string // effect id → last transition target
+
+	summarized bool
+}
+
+// row is one task attempt as shown live and in the summary.
+type row struct {
+	task, server, tool string
+	attempt            int
+	state              string
+	started, ended     time.Time
+	generation         int
+	reconnects         int
+	running            bool
+	// the last persisted progress notification
+	progress, total float64
+	hasTotal        bool
+	message         string
+	seen            bool
+}
+
+// statter is what a terminal check needs of a writer; *os.File has it.
+type statter interface{ Stat() (os.FileInfo, error) }
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(statter)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// useColor decides colour: only on a terminal, never with NO_COLOR set or
+// --color never.
+func useColor(mode string, tty bool) bool {
+	_, noColor := os.LookupEnv("NO_COLOR")
+	return tty && !noColor && mode != "never"
+}
+
+func newProgress(w io.Writer, color string) *progress {
+	tty := isTerminal(w)
+	return &progress{w: w, tty: tty, color: useColor(color, tty), now: time.Now,
+		calls: map[string]*row{}, byKey: map[string]*row{}, gens: map[string]int{}, last: map[string]string{}}
+}
+
+// refreshEvery is how often a terminal's live lines are redrawn to move
+// the elapsed time on between events.
+const refreshEvery = 200 * time.Millisecond
 
 func (p *progress) observe(e events.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, _ := time.Parse(time.RFC3339Nano, e.CreatedAt)
 	switch e.Type {
 	case projector.TypeTaskStarted:
 		var t projector.TaskStarted
-		if e.Decode(&t) == nil && t.Tool != "" {
-			fmt.Fprintf(p.w, "▶ %s  %s/%s (%s)\n", t.TaskID, t.Server, t.Tool, t.Idempotency)
+		if e.Decode(&t) != nil || t.Tool == "" {
+			return
 		}
+		r := &row{task: t.TaskID, attempt: t.Attempt, server: t.Server, tool: t.Tool, state: "running", started: at}
+		p.tasks = append(p.tasks, r)
+		p.byKey[fmt.Sprintf("%s/%d", t.TaskID, t.Attempt)] = r
+		p.line("▶ %s  %s/%s (%s)", clean(t.TaskID), clean(t.Server), clean(t.Tool), t.Idempotency)
 	case projector.TypeSessionOpened:
 		var s projector.SessionOpened
-		if e.Decode(&s) == nil {
-			fmt.Fprintf(p.w, "  session %s generation %d (%s)\n", s.Remote, s.Generation, s.ProtocolVersion)
+		if e.Decode(&s) != nil {
+			return
+		}
+		p.gens[s.Remote] = s.Generation
+		p.line("  session %s generation %d (%s)", clean(s.Remote), s.Generation, clean(s.ProtocolVersion))
+	case projector.TypeCallPrepared:
+		var c projector.CallPrepared
+		if e.Decode(&c) != nil {
+			return
+		}
+		if r := p.byKey[fmt.Sprintf("%s/%d", c.TaskID, c.Attempt)]; r != nil {
+			r.generation, r.running = c.Generation, true
+			p.calls[c.EffectID] = r
+			p.startTicker()
 		}
 	case projector.TypeCallTransition:
 		var t projector.CallTransition
-		if e.Decode(&t) == nil && t.To != "dispatched" {
-			reason := ""
-			if t.Reason != "" {
-				reason = ": " + clean(t.Reason)
+		if e.Decode(&t) != nil {
+			return
+		}
+		p.last[t.EffectID] = t.To
+		r := p.calls[t.EffectID]
+		if r != nil {
+			r.generation = max(r.generation, t.Generation)
+			if t.To == "reconnecting" {
+				r.reconnects++
 			}
-			fmt.Fprintf(p.w, "  call %s → %s%s\n", t.EffectID[:12], t.To, reason)
 		}
+		if t.To == "dispatched" {
+			p.redraw()
+			return
+		}
+		if r != nil && terminal(t.To) {
+			r.running = false
+		}
+		reason := ""
+		if t.Reason != "" {
+			reason = ": " + clean(t.Reason)
+		}
+		p.line("  call %s → %s%s", short(t.EffectID), p.paint(t.To), reason)
 	case projector.FramePrefix + "notification":
-		var f projector.Frame
-		if e.Decode(&f) != nil || f.Method != "notifications/progress" {
-			return
-		}
-		var n struct {
-			Params struct {
-				Progress float64  `json:"progress"`
-				Total    *float64 `json:"total"`
-				Message  string   `json:"message"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(f.Body, &n) != nil {
-			return
-		}
-		if n.Params.Total != nil {
-			fmt.Fprintf(p.w, "  progress %g/%g %s\n", n.Params.Progress, *n.Params.Total, clean(n.Params.Message))
-		} else {
-			fmt.Fprintf(p.w, "  progress %g %s\n", n.Params.Progress, clean(n.Params.Message))
-		}
+		p.notification(e)
 	case projector.TypeTaskFinished:
 		var t projector.TaskFinished
-		if e.Decode(&t) == nil {
-			fmt.Fprintf(p.w, "  %s %s\n", t.TaskID, t.State)
+		if e.Decode(&t) != nil {
+			return
 		}
+		if r := p.byKey[fmt.Sprintf("%s/%d", t.TaskID, t.Attempt)]; r != nil {
+			r.state, r.ended, r.running = t.State, at, false
+			for id, c := range p.calls {
+				if c == r {
+					delete(p.calls, id)
+				}
+			}
+		}
+		p.line("  %s %s", clean(t.TaskID), p.paint(t.State))
 	}
 }
 
-// clean neutralises control characters and escapes in remote text.
+// notification records a persisted notifications/progress for its call.
+func (p *progress) notification(e events.Event) {
+	var f projector.Frame
+	if e.Decode(&f) != nil || f.Method != "notifications/progress" {
+		return
+	}
+	var n struct {
+		Params struct {
+			Progress float64  `json:"progress"`
+			Total    *float64 `json:"total"`
+			Message  string   `json:"message"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(f.Body, &n) != nil {
+		return
+	}
+	if r := p.calls[f.EffectID]; r != nil {
+		r.seen, r.progress, r.message = true, n.Params.Progress, clean(n.Params.Message)
+		r.hasTotal = n.Params.Total != nil && *n.Params.Total > 0
+		if r.hasTotal {
+			r.total = *n.Params.Total
+		}
+	}
+	if p.tty {
+		p.redraw()
+		return
+	}
+	msg := ""
+	if m := clean(n.Params.Message); m != "" {
+		msg = " " + m
+	}
+	if n.Params.Total != nil {
+		p.line("  progress %g/%g%s", n.Params.Progress, *n.Params.Total, msg)
+	} else {
+		p.line("  progress %g%s", n.Params.Progress, msg)
+	}
+}
+
+// line prints a lasting line: on a terminal, above the live lines.
+func (p *progress) line(format string, args ...any) {
+	p.clear()
+	fmt.Fprintf(p.w, format+"\n", args...)
+	p.draw()
+}
+
+// clear erases the live lines (terminal only).
+func (p *progress) clear() {
+	if !p.tty || p.drawn == 0 {
+		return
+	}
+	fmt.Fprintf(p.w, "\r\x1b[K")
+	for range p.drawn - 1 {
+		fmt.Fprintf(p.w, "\x1b[1A\r\x1b[K")
+	}
+	p.drawn = 0
+}
+
+// draw prints one live line per running call (terminal only).
+func (p *progress) draw() {
+	if !p.tty {
+		return
+	}
+	var lines []string
+	for _, r := range p.tasks {
+		if r.running {
+			lines = append(lines, p.live(r))
+		}
+	}
+	fmt.Fprint(p.w, strings.Join(lines, "\n"))
+	p.drawn = len(lines)
+}
+
+func (p *progress) redraw() {
+	p.clear()
+	p.draw()
+}
+
+// live renders a running call: "⋯ task  server/tool  1.2s  [###.......] 3/10 message".
+func (p *progress) live(r *row) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "… %s  %s/%s  %s", clean(r.task), clean(r.server), clean(r.tool), p.now().Sub(r.started).Round(100*time.Millisecond))
+	if r.seen {
+		if r.hasTotal {
+			fmt.Fprintf(&b, "  %s %g/%g", bar(r.progress, r.total, 10), r.progress, r.total)
+		} else {
+			fmt.Fprintf(&b, "  %g", r.progress)
+		}
+		if r.message != "" {
+			b.WriteString(" " + r.message)
+		}
+	}
+	return b.String()
+}
+
+// bar draws [#####.....] for n of total in width cells.
+func bar(n, total float64, width int) string {
+	filled := 0
+	if total > 0 {
+		filled = int(n / total * float64(width))
+	}
+	filled = min(max(filled, 0), width)
+	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", width-filled) + "]"
+}
+
+// startTicker moves the elapsed time on while a call runs (terminal only).
+func (p *progress) startTicker() {
+	if !p.tty || p.stop != nil {
+		return
+	}
+	p.stop = make(chan struct{})
+	p.done.Add(1)
+	go func(stop <-chan struct{}) {
+		defer p.done.Done()
+		t := time.NewTicker(refreshEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				p.mu.Lock()
+				p.redraw()
+				p.mu.Unlock()
+			}
+		}
+	}(p.stop)
+}
+
+// summary stops the live lines and prints one row per task attempt seen:
+// task, tool, status, duration, generation/reconnects.
+func (p *progress) summary() {
+	p.mu.Lock()
+	if p.summarized {
+		p.mu.Unlock()
+		return
+	}
+	p.summarized = true
+	if p.stop != nil {
+		close(p.stop)
+		p.stop = nil
+	}
+	p.mu.Unlock()
+	p.done.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+	if len(p.tasks) == 0 {
+		return
+	}
+	fmt.Fprintln(p.w)
+	rows := [][]string{{"TASK", "TOOL", "STATUS", "DURATION", "GEN/RECONNECTS"}}
+	for _, r := range p.tasks {
+		dur := "-"
+		if !r.ended.IsZero() {
+			dur = r.ended.Sub(r.started).Round(time.Millisecond).String()
+		}
+		task := clean(r.task)
+		if r.attempt > 1 {
+			task = fmt.Sprintf("%s#%d", task, r.attempt)
+		}
+		rows = append(rows, []string{task, clean(r.server) + "/" + clean(r.tool), r.state, dur, fmt.Sprintf("%d/%d", r.generation, r.reconnects)})
+	}
+	width := make([]int, len(rows[0]))
+	for _, cells := range rows {
+		for i, c := range cells {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	for n, cells := range rows {
+		var b strings.Builder
+		for i, c := range cells {
+			pad := ""
+			if i < len(cells)-1 {
+				pad = strings.Repeat(" ", width[i]-utf8.RuneCountInString(c)+2)
+			}
+			if i == 2 && n > 0 { // padded outside the colour codes
+				c = p.paint(c)
+			}
+			b.WriteString(c + pad)
+		}
+		fmt.Fprintln(p.w, b.String())
+	}
+}
+
+// paint colours a state word when colour is on: green for success, red
+// for failure, yellow for states that need attention.
+func (p *progress) paint(word string) string {
+	if !p.color {
+		return word
+	}
+	code := ""
+	switch word {
+	case "succeeded":
+		code = "32"
+	case "failed":
+		code = "31"
+	case "uncertain", "cancelled", "reconnecting", "redispatched":
+		code = "33"
+	default:
+		return word
+	}
+	return "\x1b[" + code + "m" + word + "\x1b[0m"
+}
+
+func terminal(state string) bool {
+	switch state {
+	case "succeeded", "failed", "uncertain", "cancelled":
+		return true
+	}
+	return false
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// clean neutralises control characters, terminal escape sequences (ESC and
+// the C1 controls, including CSI) and bidirectional overrides in remote
+// text: each becomes U+FFFD, so the text prints as data and cannot move the
+// cursor, recolour or retitle the terminal.
 func clean(s string) string {
 	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029' {
 			return '�'
 		}
 		return r

@@ -33,6 +33,8 @@ type app struct {
 	durability     string
 	color          string
 	busyTimeout    time.Duration
+	// prog shows a run's progress in --output human; nil until a run starts.
+	prog *progress
 }
 
 // exitError carries an exit code (DESIGN §8) and the run it concerns.
@@ -68,6 +70,9 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	wrapArgs(root)
 	err := root.ExecuteContext(ctx)
+	if a.prog != nil { // stop the live lines if the run ended without a result
+		a.prog.summary()
+	}
 	if err == nil {
 		return 0
 	}
@@ -109,6 +114,11 @@ source of truth: inspect, replay and audit read it and never touch the network.`
 		case "human", "json", "jsonl":
 		default:
 			return usageErr("--output %q: want human, json or jsonl", a.output)
+		}
+		switch a.color {
+		case "auto", "always", "never":
+		default:
+			return usageErr("--color %q: want auto, always or never", a.color)
 		}
 		switch a.durability {
 		case "full", "normal":

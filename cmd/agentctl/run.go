@@ -95,7 +95,8 @@ func (a *app) runner(db *events.DB) *workflow.Runner {
 	case "jsonl":
 		r.Observe = func(e events.Event) { _ = a.printJSON(a.stdout, "Event", true, e) }
 	case "human":
-		r.Observe = newProgress(a.stderr).observe
+		a.prog = newProgress(a.stderr, a.color)
+		r.Observe = a.prog.observe
 	}
 	return r
 }
@@ -123,6 +124,9 @@ func (a *app) printResult(res *workflow.Result) error {
 		sort.Strings(keys)
 		for _, k := range keys {
 			fmt.Fprintf(a.stdout, "%s: %s\n", k, humanValue(res.Outputs[k]))
+		}
+		if a.prog != nil {
+			a.prog.summary()
 		}
 		fmt.Fprintf(a.stderr, "run %s %s\n", res.RunID, res.State)
 	} else if err := a.printJSON(a.stdout, "RunResult", res.Err == nil, data); err != nil {
