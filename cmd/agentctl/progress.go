@@ -75,8 +75,14 @@ func isTerminal(w io.Writer) bool {
 // useColor decides colour: only on a terminal, never with NO_COLOR set or
 // --color never.
 func useColor(mode string, tty bool) bool {
+	switch mode {
+	case "always": // an explicit flag beats the environment
+		return true
+	case "never":
+		return false
+	}
 	_, noColor := os.LookupEnv("NO_COLOR")
-	return tty && !noColor && mode != "never"
+	return tty && !noColor
 }
 
 func newProgress(w io.Writer, color string) *progress {

@@ -55,8 +55,8 @@ func TestUseColor(t *testing.T) {
 		want    bool
 	}{
 		{"auto", true, false, true}, {"always", true, false, true}, {"never", true, false, false},
-		{"auto", false, false, false}, {"always", false, false, false},
-		{"auto", true, true, false}, {"always", true, true, false},
+		{"auto", false, false, false}, {"always", false, false, true},
+		{"auto", true, true, false}, {"always", true, true, true},
 	} {
 		if tt.noColor {
 			t.Setenv("NO_COLOR", "1")
