@@ -22,19 +22,36 @@ type Tx struct {
 
 // Exec runs query with args through the database's statement cache.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	st, ok := t.bound[query]
-	if !ok {
-		pst, err := t.db.stmts.get(ctx, t.db.x, query)
-		if err != nil {
-			return nil, err
-		}
-		st = t.Tx.StmtContext(ctx, pst)
-		if t.bound == nil {
-			t.bound = map[string]*sql.Stmt{}
-		}
-		t.bound[query] = st
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		return nil, err
 	}
 	return st.ExecContext(ctx, args...)
+}
+
+// QueryRow runs a single-row query through the database's statement cache.
+func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) (*sql.Row, error) {
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryRowContext(ctx, args...), nil
+}
+
+func (t *Tx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := t.bound[query]; ok {
+		return st, nil
+	}
+	pst, err := t.db.stmts.get(ctx, t.db.x, query)
+	if err != nil {
+		return nil, err
+	}
+	st := t.Tx.StmtContext(ctx, pst)
+	if t.bound == nil {
+		t.bound = map[string]*sql.Stmt{}
+	}
+	t.bound[query] = st
+	return st, nil
 }
 
 // BeginTx starts a write transaction (BEGIN IMMEDIATE) outside Append, for

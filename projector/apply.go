@@ -15,12 +15,23 @@ func Apply(ctx context.Context, tx *events.Tx, evs []events.Event) error {
 		return nil
 	}
 	calls := 0 // call.prepared events: the run's call counter, updated once per batch
-	for _, e := range evs {
-		if err := applyOne(ctx, tx, e); err != nil {
-			return fmt.Errorf("project %s seq %d: %w", e.Type, e.Seq, err)
-		}
+	for i := 0; i < len(evs); i++ {
+		e := evs[i]
 		if e.Type == TypeCallPrepared {
 			calls++
+		}
+		if i+1 < len(evs) {
+			folded, err := applyPair(ctx, tx, e, evs[i+1])
+			if err != nil {
+				return fmt.Errorf("project %s seq %d: %w", e.Type, e.Seq, err)
+			}
+			if folded {
+				i++
+				continue
+			}
+		}
+		if err := applyOne(ctx, tx, e); err != nil {
+			return fmt.Errorf("project %s seq %d: %w", e.Type, e.Seq, err)
 		}
 	}
 	last := evs[len(evs)-1]
@@ -116,10 +127,7 @@ func applyOne(ctx context.Context, tx *events.Tx, e events.Event) error {
 		if err := e.Decode(&p); err != nil {
 			return err
 		}
-		return exec(`INSERT OR IGNORE INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, created_at, updated_at)
-			SELECT run_id, ?, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, ?, ?
-			FROM protocol_sessions WHERE run_id = ? AND task_id = ? AND remote = ? AND generation = ?`,
-			p.TaskID, e.CreatedAt, e.CreatedAt, e.RunID, p.FromTaskID, p.Remote, p.Generation)
+		return attachSession(ctx, tx, e, p)
 	case TypeCallPrepared:
 		var p CallPrepared
 		if err := e.Decode(&p); err != nil {

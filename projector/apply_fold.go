@@ -1,0 +1,78 @@
+package projector
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/agentctl/agentctl/events"
+)
+
+// applyPair folds two adjacent events of one batch into one statement where
+// the result is the same row as applying them one by one: call.prepared then
+// its dispatch transition (one INSERT with the row as the UPDATE would leave
+// it), and call.result then its success transition (one UPDATE). A
+// transition that records an error (failed, uncertain, cancelled) is never
+// folded, so COALESCE(error, …) sees the row as before. It reports false,
+// and writes nothing, when the pair does not qualify.
+func applyPair(ctx context.Context, tx *events.Tx, first, second events.Event) (bool, error) {
+	if second.Type != TypeCallTransition || (first.Type != TypeCallPrepared && first.Type != TypeCallResult) || first.Stream != second.Stream {
+		return false, nil
+	}
+	var t CallTransition
+	if err := second.Decode(&t); err != nil {
+		return false, err
+	}
+	if t.To == "failed" || t.To == "uncertain" || t.To == "cancelled" {
+		return false, nil
+	}
+	state := fmt.Sprintf(`{"state":%q,"redispatches":%d}`, t.To, t.Redispatches)
+	switch first.Type {
+	case TypeCallPrepared:
+		var p CallPrepared
+		if err := first.Decode(&p); err != nil {
+			return false, err
+		}
+		if p.EffectID != t.EffectID {
+			return false, nil
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO protocol_calls (effect_id, run_id, task_id, attempt, operation, server, tool, idempotency, generation, redispatches, status, arguments_digest, schema_digest, source_run_id, source_effect_id, protocol_state, created_at, updated_at) VALUES (?, ?, ?, ?, 'mcp.call', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.EffectID, first.RunID, p.TaskID, p.Attempt, p.Server, p.Tool, p.Idempotency, t.Generation, t.Redispatches, RowStatus(p.SourceRunID, CallStatus(t.To)),
+			p.ArgumentsDigest, nullable(p.SchemaDigest), nullable(p.SourceRunID), nullable(p.SourceEffectID), state, first.CreatedAt, second.CreatedAt)
+		return true, err
+	default:
+		var r CallResult
+		if err := first.Decode(&r); err != nil {
+			return false, err
+		}
+		if r.EffectID != t.EffectID {
+			return false, nil
+		}
+		_, err := tx.Exec(ctx, `UPDATE protocol_calls SET result_digest = ?, json_rpc_id = ?, status = CASE WHEN source_run_id IS NULL THEN ? ELSE 'recorded' END, generation = ?, redispatches = ?, protocol_state = ?, updated_at = ? WHERE effect_id = ?`,
+			r.ResultDigest, nullable(string(r.JSONRPCID)), CallStatus(t.To), t.Generation, t.Redispatches, state, second.CreatedAt, r.EffectID)
+		return true, err
+	}
+}
+
+// attachSession copies the session row a task found open (FromTaskID's)
+// to the attaching task, unless it has one. Read, then insert: an INSERT …
+// SELECT from the same table makes SQLite materialise the SELECT first.
+func attachSession(ctx context.Context, tx *events.Tx, e events.Event, p SessionRef) error {
+	row, err := tx.QueryRow(ctx, `SELECT url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id FROM protocol_sessions WHERE run_id = ? AND task_id = ? AND remote = ? AND generation = ?`,
+		e.RunID, p.FromTaskID, p.Remote, p.Generation)
+	if err != nil {
+		return err
+	}
+	var url, status string
+	var sid, pv, info, cat, srcRun, srcTask sql.NullString
+	if err := row.Scan(&url, &status, &sid, &pv, &info, &cat, &srcRun, &srcTask); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // as INSERT … SELECT of no row
+		}
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT OR IGNORE INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.RunID, p.TaskID, p.Remote, p.Generation, url, status, sid, pv, info, cat, srcRun, srcTask, e.CreatedAt, e.CreatedAt)
+	return err
+}
