@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"math"
 )
 
 // ErrNoRun reports a run id with no events.
@@ -21,7 +22,13 @@ func (db *DB) Events(ctx context.Context, runID string) ([]Event, error) {
 // Scan calls fn for each event of runID with seq > after, in order, without
 // holding the whole run in memory.
 func (db *DB) Scan(ctx context.Context, runID string, after int64, fn func(Event) error) error {
-	rows, err := db.x.QueryxContext(ctx, `SELECT run_id, seq, stream, type, payload, created_at, prev_hash, hash FROM events WHERE run_id = ? AND seq > ? ORDER BY seq`, runID, after)
+	return db.ScanRange(ctx, runID, after+1, math.MaxInt64, fn)
+}
+
+// ScanRange calls fn for each event of runID with from <= seq <= to, in
+// order.
+func (db *DB) ScanRange(ctx context.Context, runID string, from, to int64, fn func(Event) error) error {
+	rows, err := db.x.QueryxContext(ctx, `SELECT run_id, seq, stream, type, payload, created_at, prev_hash, hash FROM events WHERE run_id = ? AND seq BETWEEN ? AND ? ORDER BY seq`, runID, from, to)
 	if err != nil {
 		return &Error{Op: "read events", Path: db.path, Err: classify(err)}
 	}

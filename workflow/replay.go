@@ -132,10 +132,14 @@ type recSession struct {
 }
 
 type recSend struct {
-	frames  []projector.Frame
-	result  *projector.CallResult
-	callErr *projector.CallError
-	trigger string // the transition fired on callErr
+	// seqs are the source events of the frames of this send, read back
+	// from the log when replayed: a run's frames are not held in memory.
+	seqs []int64
+	// responses are its "in" response frames, which rebuild the result.
+	responses []projector.Frame
+	result    *projector.CallResult
+	callErr   *projector.CallError
+	trigger   string // the transition fired on callErr
 }
 
 type recCall struct {
@@ -145,6 +149,7 @@ type recCall struct {
 }
 
 type replaySource struct {
+	db       *events.DB // the source run's log, where frames are read back
 	runID    string
 	created  projector.RunCreated
 	inputs   map[string]any
@@ -158,7 +163,7 @@ type replaySource struct {
 }
 
 func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replaySource, error) {
-	src := &replaySource{runID: runID, sessions: map[string][]*recSession{}, calls: map[callKey]*recCall{},
+	src := &replaySource{db: db, runID: runID, sessions: map[string][]*recSession{}, calls: map[callKey]*recCall{},
 		byEffect: map[string]*recCall{}, gens: map[string]int{}}
 	finished, seen := false, false
 	var pendingFail []*recSession // sessions that failed before session.opened or session.catalog
@@ -238,7 +243,10 @@ func (src *replaySource) index(e events.Event, finished *bool, pendingFail *[]*r
 				return fmt.Errorf("frame of call %s outside any send", f.EffectID)
 			}
 			s := c.sends[len(c.sends)-1]
-			s.frames = append(s.frames, f)
+			s.seqs = append(s.seqs, e.Seq)
+			if f.Dir == "in" && f.Kind == "response" {
+				s.responses = append(s.responses, f)
+			}
 			return nil
 		}
 		s := src.session(f.Remote, f.Generation)
@@ -396,6 +404,44 @@ func emit(ctx context.Context, sink transport.Sink, frames []projector.Frame) er
 	return nil
 }
 
+// replayWindow is how many frames emitSeqs reads from the log at a time:
+// no read stays open while the sink commits, and memory stays bounded.
+const replayWindow = 4096
+
+// emitSeqs reads the frames at seqs (ascending) back from the source log,
+// a window at a time, and hands them to sink in order.
+func (src *replaySource) emitSeqs(ctx context.Context, sink transport.Sink, seqs []int64) error {
+	frames := make([]projector.Frame, 0, min(len(seqs), replayWindow))
+	for len(seqs) > 0 {
+		win := seqs[:min(len(seqs), replayWindow)]
+		seqs = seqs[len(win):]
+		frames = frames[:0]
+		next := 0
+		err := src.db.ScanRange(ctx, src.runID, win[0], win[len(win)-1], func(e events.Event) error {
+			if next >= len(win) || e.Seq != win[next] {
+				return nil
+			}
+			next++
+			var f projector.Frame
+			if err := e.Decode(&f); err != nil {
+				return err
+			}
+			frames = append(frames, f)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("replay %s: read frames: %w", src.runID, err)
+		}
+		if next != len(win) {
+			return fmt.Errorf("replay %s: frame at seq %d is gone from the log", src.runID, win[next])
+		}
+		if err := emit(ctx, sink, frames); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Connect opens the next recorded generation of this remote.
 func (c *replayConn) Connect(ctx context.Context, sink transport.Sink) (Session, error) {
 	src := c.src
@@ -468,7 +514,7 @@ func (s *replaySession) CallTool(ctx context.Context, req transport.CallRequest,
 	}
 	send := c.sends[c.next]
 	c.next++
-	if err := emit(ctx, sink, send.frames); err != nil {
+	if err := src.emitSeqs(ctx, sink, send.seqs); err != nil {
 		return nil, err
 	}
 	switch {
@@ -482,8 +528,8 @@ func (s *replaySession) CallTool(ctx context.Context, req transport.CallRequest,
 
 // callResult rebuilds the transport result from the recorded response frame.
 func (s *recSend) callResult() (*transport.CallResult, error) {
-	for i := len(s.frames) - 1; i >= 0; i-- {
-		f := s.frames[i]
+	for i := len(s.responses) - 1; i >= 0; i-- {
+		f := s.responses[i]
 		if f.Dir != "in" || f.Kind != "response" {
 			continue
 		}
