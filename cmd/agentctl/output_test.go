@@ -90,7 +90,7 @@ func TestCLI_RemoteEscapesNeverPrinted(t *testing.T) {
 	evil := "\x1b[31mRED\x1b[2J\x1b]0;pwned\x07\u009b31m"
 	srv := chattyServer(t, evil)
 	db := filepath.Join(t.TempDir(), "a.db")
-	runOut, runErr, code := cli(t, "run", actWorkflow(t, srv.URL, "idempotent"), "--db", db, "--color", "always")
+	runOut, runErr, code := cli(t, "run", actWorkflow(t, srv.URL, "idempotent"), "--db", db, "--color", "never")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, runErr)
 	}

@@ -113,11 +113,15 @@ func TestProgress_Terminal(t *testing.T) {
 }
 
 // TestProgress_Plain: off a terminal, plain lines, no escapes, no colour
-// even with --color always, and a summary table.
+// (--color auto), and a summary table; --color always forces colour.
 func TestProgress_Plain(t *testing.T) {
 	srv := chattyServer(t, "half way")
 	db := t.TempDir() + "/a.db"
-	_, stderr, code := cli(t, "run", actWorkflow(t, srv.URL, "idempotent"), "--db", db, "--color", "always")
+	_, forced, code := cli(t, "run", actWorkflow(t, srv.URL, "idempotent"), "--db", db, "--color", "always")
+	if code != 0 || !strings.Contains(forced, "\x1b[32msucceeded\x1b[0m") || strings.Contains(forced, "\r") {
+		t.Fatalf("--color always: exit %d, want coloured plain lines: %q", code, forced)
+	}
+	_, stderr, code := cli(t, "run", actWorkflow(t, srv.URL, "idempotent"), "--db", db, "--color", "auto")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
