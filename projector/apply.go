@@ -15,11 +15,21 @@ func Apply(ctx context.Context, tx *events.Tx, evs []events.Event) error {
 		return nil
 	}
 	calls := 0 // call.prepared events: the run's call counter, updated once per batch
-	for i := 0; i < len(evs); i++ {
-		e := evs[i]
-		if e.Type == TypeCallPrepared {
+	// The run row follows the last non-frame event: a batch of frames alone
+	// (a progress notification) is one INSERT and nothing else, and the
+	// value does not depend on how events were batched, so rebuilt rows
+	// equal incremental ones. Inspect counts events from the log itself.
+	var step *events.Event
+	for i := range evs {
+		if evs[i].Type == TypeCallPrepared {
 			calls++
 		}
+		if !strings.HasPrefix(evs[i].Type, FramePrefix) {
+			step = &evs[i]
+		}
+	}
+	for i := 0; i < len(evs); i++ {
+		e := evs[i]
 		if i+1 < len(evs) {
 			folded, err := applyPair(ctx, tx, e, evs[i+1])
 			if err != nil {
@@ -34,8 +44,10 @@ func Apply(ctx context.Context, tx *events.Tx, evs []events.Event) error {
 			return fmt.Errorf("project %s seq %d: %w", e.Type, e.Seq, err)
 		}
 	}
-	last := evs[len(evs)-1]
-	_, err := tx.Exec(ctx, `UPDATE runs SET calls = calls + ?, events = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`, calls, last.Seq, last.Seq, last.CreatedAt, last.RunID)
+	if step == nil {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE runs SET calls = calls + ?, events = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`, calls, step.Seq, step.Seq, step.CreatedAt, step.RunID)
 	if err != nil {
 		return fmt.Errorf("project run counters: %w", err)
 	}

@@ -148,6 +148,11 @@ func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error
 		}
 		return nil, &events.Error{Op: "inspect", Path: db.Path(), Err: err}
 	}
+	// The run row follows the last protocol step; frames after it (progress
+	// of a call still running, or of a run that was killed) count too.
+	if err := x.GetContext(ctx, &run.Events, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?`, runID); err != nil {
+		return nil, &events.Error{Op: "inspect", Path: db.Path(), Err: err}
+	}
 	doc := &Document{Run: &run, Tasks: []TaskView{}, ProtocolSessions: []SessionView{}, ProtocolCalls: []CallView{}, StreamEvents: []StreamEvent{}, Outputs: json.RawMessage("null")}
 	if err := x.SelectContext(ctx, &doc.Tasks, `SELECT * FROM tasks WHERE run_id = ? ORDER BY started_at, task_id, attempt`, runID); err != nil {
 		return nil, &events.Error{Op: "inspect tasks", Path: db.Path(), Err: err}
