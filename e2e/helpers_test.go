@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -53,12 +54,7 @@ func openDB(tb testing.TB) *events.DB {
 
 func openDBAt(tb testing.TB, path string) *events.DB {
 	tb.Helper()
-	db, err := events.Open(context.Background(), path, events.Options{})
-	if err != nil {
-		tb.Fatalf("open db %s: %v", path, err)
-	}
-	tb.Cleanup(func() { _ = db.Close() })
-	return db
+	return testkit.OpenDB(tb, path, events.Options{})
 }
 
 // step is one task of a generated workflow: it calls tool on the remote

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -20,12 +20,7 @@ import (
 
 func openDB(tb testing.TB) *events.DB {
 	tb.Helper()
-	db, err := events.Open(context.Background(), filepath.Join(tb.TempDir(), "agentctl.db"), events.Options{Durability: events.DurabilityNormal})
-	if err != nil {
-		tb.Fatalf("open db: %v", err)
-	}
-	tb.Cleanup(func() { _ = db.Close() })
-	return db
+	return testkit.OpenDB(tb, "", events.Options{Durability: events.DurabilityNormal})
 }
 
 // tools offers a tool per behaviour the random workflows pick from.

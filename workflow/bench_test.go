@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/transport/mcptest"
@@ -111,12 +111,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 
 func openBenchDB(b *testing.B, d events.Durability) *events.DB {
 	b.Helper()
-	db, err := events.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), events.Options{Durability: d})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = db.Close() })
-	return db
+	return testkit.OpenDB(b, "", events.Options{Durability: d})
 }
 
 // BenchmarkProgressPersistence streams 10,000 progress notifications from

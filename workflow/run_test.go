@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -20,12 +20,7 @@ import (
 // openDB opens a fresh event log in a temporary directory.
 func openDB(tb testing.TB) *events.DB {
 	tb.Helper()
-	db, err := events.Open(context.Background(), filepath.Join(tb.TempDir(), "agentctl.db"), events.Options{})
-	if err != nil {
-		tb.Fatalf("open db: %v", err)
-	}
-	tb.Cleanup(func() { _ = db.Close() })
-	return db
+	return testkit.OpenDB(tb, "", events.Options{})
 }
 
 // oneCall is a workflow with one task calling tool on url.

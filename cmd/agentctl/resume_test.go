@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
@@ -95,12 +96,7 @@ func runIDs(t *testing.T, path string) []string {
 
 func openLog(t *testing.T, path string) *events.DB {
 	t.Helper()
-	db, err := events.Open(context.Background(), path, events.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
+	return testkit.OpenDB(t, path, events.Options{})
 }
 
 // describe renders the run's events with projector.Describe.
