@@ -20,12 +20,29 @@ type Applier func(ctx context.Context, tx *Tx, evs []Event) error
 // transaction; nothing is visible unless both succeed. It returns the stored
 // events with their seq and hashes.
 func (db *DB) Append(ctx context.Context, runID string, recs []Record, apply Applier) ([]Event, error) {
+	return db.append(ctx, runID, -1, recs, apply)
+}
+
+// ErrConflict reports that a run's log moved on since the caller read it.
+var ErrConflict = errors.New("events: conflict: the run has newer events")
+
+// AppendAfter is Append, refused with ErrConflict unless the run's last
+// seq is exactly after (0 for a run with no events): a compare-and-append
+// for a process that decided what to do from what it read.
+func (db *DB) AppendAfter(ctx context.Context, runID string, after int64, recs []Record, apply Applier) ([]Event, error) {
+	return db.append(ctx, runID, after, recs, apply)
+}
+
+func (db *DB) append(ctx context.Context, runID string, after int64, recs []Record, apply Applier) ([]Event, error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
 	db.wmu.Lock()
 	defer db.wmu.Unlock()
-	evs, err := db.appendLocked(ctx, runID, recs, apply)
+	if after >= 0 {
+		delete(db.tips, runID) // read the tip inside the transaction
+	}
+	evs, err := db.appendLocked(ctx, runID, after, recs, apply)
 	if err != nil {
 		delete(db.tips, runID) // re-read the tip next time
 		return nil, err
@@ -34,7 +51,7 @@ func (db *DB) Append(ctx context.Context, runID string, recs []Record, apply App
 	return evs, nil
 }
 
-func (db *DB) appendLocked(ctx context.Context, runID string, recs []Record, apply Applier) ([]Event, error) {
+func (db *DB) appendLocked(ctx context.Context, runID string, after int64, recs []Record, apply Applier) ([]Event, error) {
 	tx, err := db.BeginTx(ctx)
 	if err != nil {
 		return nil, err
@@ -46,6 +63,9 @@ func (db *DB) appendLocked(ctx context.Context, runID string, recs []Record, app
 		if err != nil {
 			return nil, &Error{Op: "append: read tip", Path: db.path, Err: classify(err)}
 		}
+	}
+	if after >= 0 && t.seq != after {
+		return nil, fmt.Errorf("append to run %s after seq %d: %w (last seq is %d)", runID, after, ErrConflict, t.seq)
 	}
 	now := db.Now().UTC().Format(time.RFC3339Nano)
 	evs := make([]Event, 0, len(recs))

@@ -201,3 +201,19 @@ func TestEvents_TamperBreaksChainAtSeq(t *testing.T) {
 		t.Fatalf("err = %v, want chain error at seq 4", err)
 	}
 }
+
+func TestEvents_AppendAfterRefusesAMovedLog(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
+	other := mustOpen(t, db.Path()) // a second process's view of the same file
+	appendN(t, db, "run-1", 2)
+	if _, err := other.AppendAfter(context.Background(), "run-1", 2, []events.Record{{Stream: "run", Type: "run.resumed"}}, nil); err != nil {
+		t.Fatalf("append after the real tip: %v", err)
+	}
+	_, err := db.AppendAfter(context.Background(), "run-1", 2, []events.Record{{Stream: "run", Type: "run.resumed"}}, nil)
+	if !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("err = %v, want ErrConflict", err)
+	}
+	if n, err := db.VerifyRun(context.Background(), "run-1"); err != nil || n != 3 {
+		t.Fatalf("VerifyRun = %d, %v; want 3 events", n, err)
+	}
+}

@@ -69,7 +69,10 @@ func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 	rn.log = l
 	rn.gens = maps.Clone(l.gens)
 	resumed := projector.RunResumed{FromSeq: l.lastSeq, PreviousState: previous, Command: "resume"}
-	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunResumed, Payload: resumed}); err != nil {
+	if err := rn.appendAfter(l.lastSeq, events.Record{Stream: "run", Type: projector.TypeRunResumed, Payload: resumed}); err != nil {
+		if errors.Is(err, events.ErrConflict) {
+			return refuse("run %s changed while it was being read (is another resume running?): %w", runID, err)
+		}
 		return nil, err
 	}
 	return rn.execute(ctx), nil

@@ -171,11 +171,24 @@ func (rn *run) later(recs ...events.Record) {
 // append commits pending records plus recs as one transaction, with the
 // projection updates, then shows them to the observer.
 func (rn *run) append(recs ...events.Record) error {
+	return rn.appendAfter(-1, recs...)
+}
+
+// appendAfter is append, refused with events.ErrConflict unless the run's
+// last seq is still after (-1: any). Resume uses it so that two processes
+// resuming one run cannot both go on.
+func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	if len(rn.pending) > 0 {
 		recs = append(rn.pending, recs...)
 		rn.pending = nil
 	}
-	evs, err := rn.r.DB.Append(context.Background(), rn.id, recs, projector.Apply)
+	var evs []events.Event
+	var err error
+	if after < 0 {
+		evs, err = rn.r.DB.Append(context.Background(), rn.id, recs, projector.Apply)
+	} else {
+		evs, err = rn.r.DB.AppendAfter(context.Background(), rn.id, after, recs, projector.Apply)
+	}
 	if err != nil {
 		return err
 	}
