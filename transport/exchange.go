@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentctl/agentctl/internal/canonjson"
 )
 
 var (
@@ -63,7 +65,7 @@ func (s *Session) newID() json.RawMessage {
 // returns the response matched by id (nil for a notification).
 func (s *Session) roundTrip(ctx context.Context, method string, params any, sink Sink, id json.RawMessage) (*message, error) {
 	x := &exchange{s: s, op: method, method: method, sink: sink, ctx: ctx, retry: -1, id: id}
-	body, err := marshalNoEscape(wireRequest{JSONRPC: "2.0", ID: x.id, Method: method, Params: params})
+	body, err := canonjson.Marshal(wireRequest{JSONRPC: "2.0", ID: x.id, Method: method, Params: params})
 	if err != nil {
 		return nil, &Error{Op: method, Kind: KindMalformed, Err: fmt.Errorf("encode request: %w", err)}
 	}
@@ -505,7 +507,7 @@ func (x *exchange) resume(attempt int) (*http.Response, error) {
 // resumeFrame records one GET + Last-Event-ID; credentialRefresh marks the
 // retry after a 401.
 func (x *exchange) resumeFrame(attempt int, credentialRefresh bool) Frame {
-	body, _ := marshalNoEscape(struct {
+	body, _ := canonjson.Marshal(struct {
 		LastEventID       string `json:"lastEventId"`
 		Attempt           int    `json:"attempt"`
 		CredentialRefresh bool   `json:"credentialRefresh,omitempty"`
@@ -518,7 +520,7 @@ func (x *exchange) resumeFrame(attempt int, credentialRefresh bool) Frame {
 func (s *Session) notifyCancelled(ctx context.Context, id json.RawMessage, reason string, sink Sink) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelNotifyTimeout)
 	defer cancel()
-	body, err := marshalNoEscape(wireRequest{JSONRPC: "2.0", Method: "notifications/cancelled",
+	body, err := canonjson.Marshal(wireRequest{JSONRPC: "2.0", Method: "notifications/cancelled",
 		Params: map[string]any{"requestId": id, "reason": reason}})
 	if err != nil {
 		return

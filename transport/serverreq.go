@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/agentctl/agentctl/internal/canonjson"
 )
 
 // Server requests (a message with method and id on one of our streams) are
@@ -39,7 +41,7 @@ func (x *exchange) answer(m *message) error {
 	} else {
 		reply.Error = &rpcError{Code: codeMethodNotFound, Message: msgNoCapabilities}
 	}
-	body, err := marshalNoEscape(reply)
+	body, err := canonjson.Marshal(reply)
 	if err != nil {
 		return nil // cannot happen: every part is already valid JSON
 	}

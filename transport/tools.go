@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/agentctl/agentctl/internal/canonjson"
 )
 
 // Bounds on tools/list pagination.
@@ -36,15 +38,15 @@ func (t Tool) Digest() string {
 			b.WriteString(",")
 		}
 		first = false
-		k, _ := marshalNoEscape(key)
+		k, _ := canonjson.Marshal(key)
 		b.Write(k)
 		b.WriteString(":")
 		b.Write(raw)
 	}
 	canon := func(raw json.RawMessage) []byte {
-		c, err := canonicalJSON(raw)
+		c, err := canonjson.Canonical(raw)
 		if err != nil { // cannot happen for a listed tool; digest the bytes as sent
-			q, _ := marshalNoEscape(string(raw))
+			q, _ := canonjson.Marshal(string(raw))
 			return q
 		}
 		return c
@@ -55,7 +57,7 @@ func (t Tool) Digest() string {
 	if present(t.InputSchema) {
 		add("inputSchema", canon(t.InputSchema))
 	}
-	name, _ := marshalNoEscape(t.Name)
+	name, _ := canonjson.Marshal(t.Name)
 	add("name", name)
 	if present(t.OutputSchema) {
 		add("outputSchema", canon(t.OutputSchema))

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 )
 
 // Canonical re-encodes raw JSON with sorted object keys and numbers kept
@@ -18,6 +19,9 @@ func Canonical(raw []byte) ([]byte, error) {
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("canonical json: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("canonical json: trailing data after the value")
 	}
 	return Marshal(v)
 }
