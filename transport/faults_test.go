@@ -176,7 +176,11 @@ func TestMaxDuration(t *testing.T) {
 		}
 	}}
 	srv := mcptest.Start(t, mcptest.Options{}, tool)
-	s := connect(t, newClient(t, srv.URL, func(c *Config) { c.Timeout = 10 * time.Second; c.MaxDuration = time.Second; c.Policy.MaxResponseBytes = 64 << 20 }), nil)
+	s := connect(t, newClient(t, srv.URL, func(c *Config) {
+		c.Timeout = 10 * time.Second
+		c.MaxDuration = time.Second
+		c.Policy.MaxResponseBytes = 64 << 20
+	}), nil)
 	go func() {
 		for range gate {
 		}
