@@ -116,16 +116,14 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		q.Set("_synchronous", syncMode)
 	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
-	var x *sqlx.DB
 	var err error
-	if opts.MaxPageCount > 0 {
-		x = sqlx.NewDb(sql.OpenDB(cappedConnector{dsn: dsn, d: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+	x := sqlx.NewDb(sql.OpenDB(cappedConnector{dsn: dsn, d: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		if opts.MaxPageCount > 0 {
 			_, err := c.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", opts.MaxPageCount), nil)
 			return err
-		}}}), "sqlite3")
-	} else if x, err = sqlx.Open("sqlite3", dsn); err != nil {
-		return nil, &Error{Op: "open", Path: path, Err: err}
-	}
+		}
+		return nil
+	}}}), "sqlite3")
 	db := &DB{x: x, path: path, Now: time.Now, tips: map[string]tip{}}
 	if err := db.init(ctx, opts.ReadOnly); err != nil {
 		_ = x.Close()

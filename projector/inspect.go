@@ -154,16 +154,16 @@ func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error
 		return nil, &events.Error{Op: "inspect", Path: db.Path(), Err: err}
 	}
 	doc := &Document{Run: &run, Tasks: []TaskView{}, ProtocolSessions: []SessionView{}, ProtocolCalls: []CallView{}, StreamEvents: []StreamEvent{}, Outputs: json.RawMessage("null")}
-	if err := x.SelectContext(ctx, &doc.Tasks, `SELECT * FROM tasks WHERE run_id = ? ORDER BY started_at, task_id, attempt`, runID); err != nil {
+	if err := x.SelectContext(ctx, &doc.Tasks, `SELECT * FROM tasks WHERE run_id = ? ORDER BY rowid`, runID); err != nil {
 		return nil, &events.Error{Op: "inspect tasks", Path: db.Path(), Err: err}
 	}
-	if err := x.SelectContext(ctx, &doc.ProtocolSessions, `SELECT * FROM protocol_sessions WHERE run_id = ? ORDER BY created_at, remote, generation, task_id`, runID); err != nil {
+	if err := x.SelectContext(ctx, &doc.ProtocolSessions, `SELECT * FROM protocol_sessions WHERE run_id = ? ORDER BY rowid`, runID); err != nil {
 		return nil, &events.Error{Op: "inspect sessions", Path: db.Path(), Err: err}
 	}
 	for i := range doc.ProtocolSessions {
 		doc.ProtocolSessions[i].ServerInfo = rawOrNull(doc.ProtocolSessions[i].ServerInfoRaw)
 	}
-	if err := x.SelectContext(ctx, &doc.ProtocolCalls, `SELECT * FROM protocol_calls WHERE run_id = ? ORDER BY created_at, task_id, attempt, effect_id`, runID); err != nil {
+	if err := x.SelectContext(ctx, &doc.ProtocolCalls, `SELECT * FROM protocol_calls WHERE run_id = ? ORDER BY rowid`, runID); err != nil {
 		return nil, &events.Error{Op: "inspect calls", Path: db.Path(), Err: err}
 	}
 	for i := range doc.ProtocolCalls {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -179,5 +180,61 @@ func BenchmarkProgressPersistence(b *testing.B) {
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "frames/s")
 			})
 		}
+	}
+}
+
+// BenchmarkCallEfficiency measures a, c and d of BenchmarkCallOverhead
+// interleaved in rounds of callsPerRound (a's calls, then one workflow of
+// callsPerRound echo tasks, then callsPerRound single-event commits), so
+// that all three see the same machine: on a shared VM the speed drifts by
+// tens of percent between minutes, which separate sub-benchmarks would
+// fold into the ratio. It reports each per call and eff = (a + 2·d) / c.
+func BenchmarkCallEfficiency(b *testing.B) {
+	const callsPerRound = 100
+	_, url := demotest.StartTest(b, demoserver.Options{})
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: transport.ProtocolVersion})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	wf, err := workflow.Parse("bench.yaml", []byte(manyCalls(url, callsPerRound)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := json.RawMessage(`{"dir":"in","kind":"notification","method":"notifications/progress","body":{"jsonrpc":"2.0"}}`)
+	for _, d := range []events.Durability{events.DurabilityFull, events.DurabilityNormal} {
+		b.Run(string(d), func(b *testing.B) {
+			cdb, ddb := openBenchDB(b, d), openBenchDB(b, d)
+			var ta, tc, td time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				for j := 0; j < callsPerRound; j++ {
+					if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "m"}}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				t1 := time.Now()
+				res, err := (&workflow.Runner{DB: cdb}).Run(ctx, wf, nil, workflow.RunOptions{})
+				if err != nil || res.Err != nil {
+					b.Fatalf("run: %v %v", err, res.Err)
+				}
+				t2 := time.Now()
+				for j := 0; j < callsPerRound; j++ {
+					if _, err := ddb.Append(ctx, "run-bench", []events.Record{{Stream: "call/x", Type: "mcp.notification", Payload: payload}}, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ta, tc, td = ta+t1.Sub(t0), tc+t2.Sub(t1), td+time.Since(t2)
+			}
+			n := float64(b.N * callsPerRound)
+			a, cc, dd := float64(ta)/n, float64(tc)/n, float64(td)/n
+			b.ReportMetric(a/1e3, "a-µs/call")
+			b.ReportMetric(cc/1e3, "c-µs/call")
+			b.ReportMetric(dd/1e3, "d-µs/commit")
+			b.ReportMetric((a+2*dd)/cc, "eff")
+		})
 	}
 }

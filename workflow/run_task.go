@@ -53,7 +53,15 @@ func (rn *run) finishAttempt(t TaskSpec, attempt int, out any, code int, err err
 	} else {
 		fin.Output, _ = json.Marshal(out)
 	}
-	if aerr := rn.append(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskFinished, Payload: fin}); aerr != nil {
+	rec := events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskFinished, Payload: fin}
+	if err == nil {
+		// A success rides with the next protocol step: the next task's
+		// request (or run.finished) commits it before any byte is sent, so
+		// the gap between two calls is one commit, not two.
+		rn.later(rec)
+		return out, nil
+	}
+	if aerr := rn.append(rec); aerr != nil {
 		return nil, rn.storageFail(aerr)
 	}
 	if err != nil {

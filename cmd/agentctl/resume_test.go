@@ -193,6 +193,7 @@ func TestCLI_CrashResume(t *testing.T) {
 		calls, code, callsNR, codeNR int
 		inits, initsNR               int
 		fault                        bool // a 404 on the first tools/call (a server restart)
+		final                        bool // the point is in the run's last commit (run.finished)
 	}
 	points := []point{
 		// call.prepared, the dispatch transition and the request frame are one
@@ -203,11 +204,13 @@ func TestCLI_CrashResume(t *testing.T) {
 		// The request frame is on disk (its bytes may or may not have left).
 		{at: "mcp.request out tools/call", calls: 1, code: 0, callsNR: 0, codeNR: 3, inits: 2, initsNR: 1},
 		// The response frame is committed with call.result, the succeeded
-		// transition and task.finished: once it is on disk, so is the outcome.
-		{at: "mcp.response in#3", calls: 1, code: 0, callsNR: 1, codeNR: 0, inits: 1, initsNR: 1},
-		{at: "call.result", calls: 1, code: 0, callsNR: 1, codeNR: 0, inits: 1, initsNR: 1},
-		{at: "call.transition dispatched->succeeded", calls: 1, code: 0, callsNR: 1, codeNR: 0, inits: 1, initsNR: 1},
-		{at: "task.finished", calls: 1, code: 0, callsNR: 1, codeNR: 0, inits: 1, initsNR: 1},
+		// transition, task.finished and, the task being the last, run.finished:
+		// once it is on disk, so is the outcome, and the run is over (resume
+		// refuses a finished run with exit 2 and sends nothing).
+		{at: "mcp.response in#3", calls: 1, code: 2, callsNR: 1, codeNR: 2, inits: 1, initsNR: 1, final: true},
+		{at: "call.result", calls: 1, code: 2, callsNR: 1, codeNR: 2, inits: 1, initsNR: 1, final: true},
+		{at: "call.transition dispatched->succeeded", calls: 1, code: 2, callsNR: 1, codeNR: 2, inits: 1, initsNR: 1, final: true},
+		{at: "task.finished", calls: 1, code: 2, callsNR: 1, codeNR: 2, inits: 1, initsNR: 1, final: true},
 		// After a server restart: the reconnect goes on after the crash.
 		{at: "call.transition dispatched->reconnecting", calls: 2, code: 0, callsNR: 1, codeNR: 3, inits: 2, initsNR: 1, fault: true},
 		// The resend was committed but the process died: the budget is spent
@@ -248,7 +251,11 @@ func TestCLI_CrashResume(t *testing.T) {
 					}
 				}
 				got := describe(t, db, runID)
-				if n := strings.Count(strings.Join(got, "\n"), "run.resumed"); n != 1 {
+				if p.final {
+					if last := got[len(got)-1]; last != "run.finished succeeded" || !strings.Contains(stderr, "run finished succeeded") {
+						t.Fatalf("last event %q; resume said:\n%s", last, stderr)
+					}
+				} else if n := strings.Count(strings.Join(got, "\n"), "run.resumed"); n != 1 {
 					t.Fatalf("%d run.resumed events:\n%s", n, strings.Join(got, "\n"))
 				}
 				if _, err := openLog(t, db).VerifyRun(context.Background(), runID); err != nil {
