@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 	"unicode/utf8"
 
@@ -84,7 +85,7 @@ func (db *DB) appendLocked(ctx context.Context, runID string, after int64, recs 
 				return nil, &Error{Op: fmt.Sprintf("append %s: encrypt payload", r.Type), Path: db.path, Err: err}
 			}
 		}
-		e := Event{RunID: runID, Seq: t.seq + 1, Stream: r.Stream, Type: r.Type, Payload: payload, CreatedAt: now, PrevHash: t.hash, codec: db.enc}
+		e := Event{RunID: runID, Seq: t.seq + 1, Stream: r.Stream, Type: r.Type, Payload: payload, CreatedAt: now, PrevHash: t.hash, codec: db.enc, value: typedValue(r.Payload)}
 		e.Hash = ComputeHash(e.PrevHash, e.RunID, e.Seq, e.Stream, e.Type, e.Payload)
 		if _, err := tx.Exec(ctx, insertEvent, e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt, e.PrevHash, e.Hash); err != nil {
 			return nil, &Error{Op: fmt.Sprintf("append %s seq %d", e.Type, e.Seq), Path: db.path, Err: classify(err)}
@@ -110,4 +111,14 @@ func readTip(ctx context.Context, tx *sqlx.Tx, runID string) (tip, error) {
 		return tip{}, nil
 	}
 	return t, err
+}
+
+// typedValue is the payload's Go value when Decode may hand it out instead
+// of parsing: a struct value (the projector's payload types), not bytes, a
+// pointer or a map that the caller could still change.
+func typedValue(p any) any {
+	if p == nil || reflect.TypeOf(p).Kind() != reflect.Struct {
+		return nil
+	}
+	return p
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 )
 
 // Event is one row of the log as stored.
@@ -20,6 +21,10 @@ type Event struct {
 	Hash      string `db:"hash" json:"hash"`
 
 	codec *codec // decrypts Payload; set by the DB that read or wrote the event
+	// value is the Go value this process appended as Payload (nil when it
+	// was read, or appended as bytes): Decode into the same type copies it
+	// instead of parsing JSON the appender just wrote.
+	value any
 }
 
 // Record is an event to append; Payload is marshalled to JSON unless it is
@@ -34,6 +39,12 @@ type Record struct {
 // with the key of the database the event came from. A missing or wrong key,
 // and plaintext and ciphertext mixed, are *Error (storage, exit 5).
 func (e Event) Decode(v any) error {
+	if e.value != nil {
+		if dst := reflect.ValueOf(v); dst.Kind() == reflect.Pointer && !dst.IsNil() && dst.Elem().Type() == reflect.TypeOf(e.value) {
+			dst.Elem().Set(reflect.ValueOf(e.value))
+			return nil
+		}
+	}
 	payload, err := e.codec.open(e)
 	if err != nil {
 		return &Error{Op: fmt.Sprintf("decode %s payload at seq %d of run %s", e.Type, e.Seq, e.RunID), Err: err}
