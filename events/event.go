@@ -130,6 +130,12 @@ func Verify(evs []Event) error {
 	return nil
 }
 
+// PayloadAppender is a payload type that writes its own JSON, the bytes
+// encoding/json would write, because it is encoded on a hot path (frames).
+type PayloadAppender interface {
+	AppendJSON(dst []byte) ([]byte, error)
+}
+
 func marshalPayload(p any) (string, error) {
 	switch v := p.(type) {
 	case nil:
@@ -138,6 +144,9 @@ func marshalPayload(p any) (string, error) {
 		return string(v), nil
 	case []byte:
 		return string(v), nil
+	case PayloadAppender:
+		b, err := v.AppendJSON(make([]byte, 0, 512))
+		return string(b), err
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

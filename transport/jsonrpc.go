@@ -100,46 +100,32 @@ func decodeMessage(b []byte) (*message, error) {
 	if !json.Valid(b) {
 		return nil, malformed("invalid JSON")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if _, err := dec.Token(); err != nil {
-		return nil, malformed("%v", err)
-	}
 	m := &message{Raw: json.RawMessage(b)}
-	seen := map[string]bool{}
+	var seen seenKeys
 	var version string
 	hasVersion, hasResult := false, false
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, malformed("%v", err)
-		}
-		key, _ := t.(string)
-		if seen[key] {
-			return nil, malformed("duplicate member %q", key)
-		}
-		seen[key] = true
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, malformed("member %q: %v", key, err)
+	err := members(b, func(key string, raw json.RawMessage) error {
+		if seen.add(key) {
+			return malformed("duplicate member %q", key)
 		}
 		switch key {
 		case "jsonrpc":
 			hasVersion = true
-			if err := json.Unmarshal(raw, &version); err != nil {
-				return nil, malformed("jsonrpc member is not a string")
+			if version, _ = jsonString(raw); raw[0] != '"' {
+				return malformed("jsonrpc member is not a string")
 			}
 		case "id":
 			if raw[0] != '"' && !isJSONNumber(raw) {
 				if string(raw) == "null" {
-					return nil, malformed("id is null")
+					return malformed("id is null")
 				}
-				return nil, malformed("id %s is neither a string nor a number", truncate(string(raw), 64))
+				return malformed("id %s is neither a string nor a number", truncate(string(raw), 64))
 			}
 			m.ID = raw
 		case "method":
-			if err := json.Unmarshal(raw, &m.Method); err != nil || m.Method == "" {
-				return nil, malformed("method is not a non-empty string")
+			var ok bool
+			if m.Method, ok = jsonString(raw); !ok || m.Method == "" {
+				return malformed("method is not a non-empty string")
 			}
 		case "params":
 			m.Params = raw
@@ -149,10 +135,14 @@ func decodeMessage(b []byte) (*message, error) {
 		case "error":
 			var e rpcError
 			if err := json.Unmarshal(raw, &e); err != nil || raw[0] != '{' {
-				return nil, malformed("error member is not an error object")
+				return malformed("error member is not an error object")
 			}
 			m.Error = &e
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !hasVersion || version != "2.0" {
 		return nil, malformed("jsonrpc version %q, want \"2.0\"", version)
