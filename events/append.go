@@ -101,6 +101,7 @@ func (db *DB) appendLocked(ctx context.Context, runID string, after int64, recs 
 	if err := tx.Commit(); err != nil {
 		return nil, &Error{Op: "append: commit", Path: db.path, Err: classify(err)}
 	}
+	db.committed()
 	return evs, nil
 }
 

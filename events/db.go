@@ -74,6 +74,7 @@ type DB struct {
 	tips  map[string]tip
 	stmts stmtCache
 	enc   *codec // payload encryption state (codec.go)
+	ckpt  *checkpointer
 }
 
 type tip struct {
@@ -118,6 +119,11 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 	var err error
 	x := sqlx.NewDb(sql.OpenDB(cappedConnector{dsn: dsn, d: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		if !opts.ReadOnly {
+			if _, err := c.Exec(fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", autoCheckpointPages), nil); err != nil {
+				return err
+			}
+		}
 		if opts.MaxPageCount > 0 {
 			_, err := c.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", opts.MaxPageCount), nil)
 			return err
@@ -132,6 +138,12 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if db.enc, err = loadCodec(ctx, x, nil); err != nil {
 		_ = x.Close()
 		return nil, &Error{Op: "open: read encryption settings", Path: path, Err: classify(err)}
+	}
+	if !opts.ReadOnly {
+		if err := db.startCheckpointer(); err != nil {
+			_ = x.Close()
+			return nil, &Error{Op: "open: checkpointer", Path: path, Err: classify(err)}
+		}
 	}
 	return db, nil
 }
@@ -190,6 +202,7 @@ func (db *DB) init(ctx context.Context, readOnly bool) error {
 
 // Close closes the database.
 func (db *DB) Close() error {
+	db.stopCheckpointer()
 	db.stmts.close()
 	return db.x.Close()
 }

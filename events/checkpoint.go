@@ -1,0 +1,85 @@
+package events
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// Checkpoints (litestream's practice): SQLite's automatic checkpoint runs
+// inside the COMMIT that crosses wal_autocheckpoint, so one protocol step in
+// every few dozen paid for copying the WAL back into the database and, at
+// synchronous=NORMAL, two fsyncs. The checkpointer moves that work off the
+// commit path: after every checkpointEvery commits the writer kicks a
+// goroutine that runs a PASSIVE checkpoint on its own connection (it never
+// waits for, or blocks, the writer or readers). The writer connections keep
+// an automatic checkpoint at a higher threshold, so the WAL stays bounded
+// even if the checkpointer falls behind.
+const (
+	checkpointEvery = 64
+	// autoCheckpointPages is the writers' fallback threshold (SQLite's
+	// default is 1000 pages).
+	autoCheckpointPages = 8000
+)
+
+type checkpointer struct {
+	kick    chan struct{}
+	done    chan struct{}
+	wg      sync.WaitGroup
+	commits int // guarded by DB.wmu
+}
+
+// startCheckpointer runs the background checkpoints on a connection of its own.
+func (db *DB) startCheckpointer() error {
+	conn, err := db.x.Conn(context.Background())
+	if err != nil {
+		return err
+	}
+	c := &checkpointer{kick: make(chan struct{}, 1), done: make(chan struct{})}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer conn.Close()
+		for {
+			select {
+			case <-c.done:
+				return
+			case <-c.kick:
+				checkpoint(conn)
+			}
+		}
+	}()
+	db.ckpt = c
+	return nil
+}
+
+// checkpoint copies what it can of the WAL into the database. A failure is
+// not the writer's: the next kick, or the writers' own fallback, retries.
+func checkpoint(conn *sql.Conn) {
+	_, _ = conn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")
+}
+
+// committed counts a commit (DB.wmu held) and kicks the checkpointer every
+// checkpointEvery commits, without ever waiting for it.
+func (db *DB) committed() {
+	c := db.ckpt
+	if c == nil {
+		return
+	}
+	if c.commits++; c.commits < checkpointEvery {
+		return
+	}
+	c.commits = 0
+	select {
+	case c.kick <- struct{}{}:
+	default: // one is already pending
+	}
+}
+
+func (db *DB) stopCheckpointer() {
+	if c := db.ckpt; c != nil {
+		close(c.done)
+		c.wg.Wait()
+		db.ckpt = nil
+	}
+}
