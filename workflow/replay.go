@@ -235,33 +235,21 @@ func (src *replaySource) index(e events.Event, finished *bool, pendingFail *[]*r
 	case strings.HasPrefix(e.Type, projector.FramePrefix):
 		// A call's frame is read back when replayed: only where it goes is
 		// needed now (no copy of its body), unless it is a response.
-		var h struct {
-			Dir      string `json:"dir"`
-			Kind     string `json:"kind"`
-			EffectID string `json:"effectId"`
-		}
-		if err := e.Decode(&h); err != nil {
+		f, err := projector.DecodeFrame(e)
+		if err != nil {
 			return err
 		}
-		if h.EffectID != "" {
-			c := src.byEffect[h.EffectID]
+		if f.EffectID != "" {
+			c := src.byEffect[f.EffectID]
 			if c == nil || len(c.sends) == 0 {
-				return fmt.Errorf("frame of call %s outside any send", h.EffectID)
+				return fmt.Errorf("frame of call %s outside any send", f.EffectID)
 			}
 			s := c.sends[len(c.sends)-1]
 			s.seqs = append(s.seqs, e.Seq)
-			if h.Dir == "in" && h.Kind == "response" {
-				var f projector.Frame
-				if err := e.Decode(&f); err != nil {
-					return err
-				}
+			if f.Dir == "in" && f.Kind == "response" {
 				s.responses = append(s.responses, f)
 			}
 			return nil
-		}
-		var f projector.Frame
-		if err := e.Decode(&f); err != nil {
-			return err
 		}
 		s := src.session(f.Remote, f.Generation)
 		if s.opened == nil {
@@ -436,8 +424,8 @@ func (src *replaySource) emitSeqs(ctx context.Context, sink transport.Sink, seqs
 				return nil
 			}
 			next++
-			var f projector.Frame
-			if err := e.Decode(&f); err != nil {
+			f, err := projector.DecodeFrame(e)
+			if err != nil {
 				return err
 			}
 			frames = append(frames, f)

@@ -1,0 +1,123 @@
+package projector
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentctl/agentctl/events"
+)
+
+// DecodeFrame decodes a frame event's payload. Frames are written by
+// Frame.AppendJSON (or encoding/json) as one flat object of plain members,
+// so the common case is read by a single scan of the top level with the body
+// checked by json.Valid and copied as is; anything else (escapes in a
+// string member, an unknown or repeated member, a non-integer number) goes
+// to encoding/json, with its errors. Replay reads every frame of a run this way.
+func DecodeFrame(e events.Event) (Frame, error) {
+	var f Frame
+	p, err := e.Plaintext()
+	if err != nil {
+		return f, err
+	}
+	if f, ok := scanFrame(p); ok {
+		return f, nil
+	}
+	err = e.Decode(&f)
+	return f, err
+}
+
+func scanFrame(p string) (f Frame, ok bool) {
+	if !utf8.ValidString(p) { // encoding/json would rewrite the bytes; the log never holds such a payload
+		return f, false
+	}
+	i := skipWS(p, 0)
+	if i >= len(p) || p[i] != '{' {
+		return f, false
+	}
+	var seen uint16
+	for i++; ; {
+		i = skipWS(p, i)
+		key, j, ok := plainString(p, i)
+		if !ok {
+			return f, false
+		}
+		i = skipWS(p, j)
+		if i >= len(p) || p[i] != ':' {
+			return f, false
+		}
+		i = skipWS(p, i+1)
+		bit, str, num, raw := frameMember(&f, key)
+		if bit == 0 || seen&bit != 0 {
+			return f, false
+		}
+		seen |= bit
+		switch {
+		case str != nil:
+			if *str, i, ok = plainString(p, i); !ok {
+				return f, false
+			}
+		case num != nil:
+			j := i
+			for j < len(p) && (p[j] >= '0' && p[j] <= '9' || p[j] == '-') {
+				j++
+			}
+			n, err := strconv.Atoi(p[i:j])
+			if err != nil || (j-i > 1 && p[i] == '0') {
+				return f, false
+			}
+			*num, i = n, j
+		default:
+			j, ok := skipValue(p, i)
+			if !ok {
+				return f, false
+			}
+			*raw, i = json.RawMessage(strings.TrimRight(p[i:j], " \t\r\n")), j
+		}
+		i = skipWS(p, i)
+		if i >= len(p) {
+			return f, false
+		}
+		switch p[i] {
+		case ',':
+			i++
+		case '}':
+			return f, skipWS(p, i+1) == len(p)
+		default:
+			return f, false
+		}
+	}
+}
+
+// frameMember says where a member of a Frame goes: one of str, num and raw
+// is set, and bit tells repeated members apart (0: not a Frame member).
+func frameMember(f *Frame, key string) (bit uint16, str *string, num *int, raw *json.RawMessage) {
+	switch key {
+	case "dir":
+		return 1 << 0, &f.Dir, nil, nil
+	case "kind":
+		return 1 << 1, &f.Kind, nil, nil
+	case "method":
+		return 1 << 2, &f.Method, nil, nil
+	case "id":
+		return 1 << 3, nil, nil, &f.ID
+	case "httpStatus":
+		return 1 << 4, nil, &f.HTTPStatus, nil
+	case "eventId":
+		return 1 << 5, &f.EventID, nil, nil
+	case "remote":
+		return 1 << 6, &f.Remote, nil, nil
+	case "generation":
+		return 1 << 7, nil, &f.Generation, nil
+	case "taskId":
+		return 1 << 8, &f.TaskID, nil, nil
+	case "attempt":
+		return 1 << 9, nil, &f.Attempt, nil
+	case "effectId":
+		return 1 << 10, &f.EffectID, nil, nil
+	case "body":
+		return 1 << 11, nil, nil, &f.Body
+	}
+	return 0, nil, nil, nil
+}
