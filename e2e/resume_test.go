@@ -130,7 +130,7 @@ func TestTSEverything_ResumeAfterCut(t *testing.T) {
 	if err != nil || rep.Err != nil {
 		t.Fatalf("replay: %v / %v", err, rep.Err)
 	}
-	if got, want := describe(t, db, rep.RunID), describe(t, db, res.RunID); !slices.Equal(got, want) {
+	if got, want := evidenceGroups(describe(t, db, rep.RunID)), evidenceGroups(describe(t, db, res.RunID)); !slices.Equal(got, want) {
 		t.Fatalf("replay log:\n%s\nsource log:\n%s", numbered(got), numbered(want))
 	}
 	assertProgress(t, evs, 4, "")

@@ -49,6 +49,39 @@ func (db *DB) ScanRange(ctx context.Context, runID string, from, to int64, fn fu
 	return nil
 }
 
+// ScanPayloads is Scan for readers of payloads alone (replay's index of a
+// run): each Event has RunID, Seq, Stream, Type and Payload, and no
+// CreatedAt, PrevHash or Hash, which it does not read.
+func (db *DB) ScanPayloads(ctx context.Context, runID string, fn func(Event) error) error {
+	rows, err := db.x.QueryContext(ctx, `SELECT seq, stream, type, payload FROM events WHERE run_id = ? ORDER BY seq`, runID)
+	if err != nil {
+		return &Error{Op: "read events", Path: db.path, Err: classify(err)}
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e := Event{RunID: runID, codec: db.enc}
+		if err := rows.Scan(&e.Seq, &e.Stream, &e.Type, &e.Payload); err != nil {
+			return &Error{Op: "read events", Path: db.path, Err: err}
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return &Error{Op: "read events", Path: db.path, Err: classify(err)}
+	}
+	return nil
+}
+
+// HashAt returns the chain hash of runID's event at seq.
+func (db *DB) HashAt(ctx context.Context, runID string, seq int64) (string, error) {
+	var h string
+	if err := db.x.GetContext(ctx, &h, `SELECT hash FROM events WHERE run_id = ? AND seq = ?`, runID, seq); err != nil {
+		return "", &Error{Op: fmt.Sprintf("read hash of seq %d of run %s", seq, runID), Path: db.path, Err: classify(err)}
+	}
+	return h, nil
+}
+
 // RunExists reports whether runID has at least one event.
 func (db *DB) RunExists(ctx context.Context, runID string) (bool, error) {
 	var n int

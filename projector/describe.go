@@ -20,6 +20,15 @@ func Describe(e events.Event) string {
 			}
 			return s
 		}
+	case e.Type == TypeReplayFrames:
+		var r ReplayFrames
+		if e.Decode(&r) == nil {
+			what := "session"
+			if r.EffectID != "" {
+				what = "call"
+			}
+			return e.Type + " " + what
+		}
 	case e.Type == TypeCallTransition:
 		var t CallTransition
 		if e.Decode(&t) == nil {

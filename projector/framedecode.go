@@ -21,14 +21,31 @@ func DecodeFrame(e events.Event) (Frame, error) {
 	if err != nil {
 		return f, err
 	}
-	if f, ok := scanFrame(p); ok {
+	if f, ok := scanFrame(p, false); ok {
 		return f, nil
 	}
 	err = e.Decode(&f)
 	return f, err
 }
 
-func scanFrame(p string) (f Frame, ok bool) {
+// DecodeFrameHeader is DecodeFrame without the body, which it neither
+// reads nor checks when the members before it are plain (the body is last
+// as frames are written): for readers that route frames, not read them.
+func DecodeFrameHeader(e events.Event) (Frame, error) {
+	p, err := e.Plaintext()
+	if err != nil {
+		return Frame{}, err
+	}
+	if f, ok := scanFrame(p, true); ok {
+		return f, nil
+	}
+	f, err := DecodeFrame(e)
+	f.Body = nil
+	return f, err
+}
+
+// scanFrame reads a frame payload; with header set it stops at "body".
+func scanFrame(p string, header bool) (f Frame, ok bool) {
 	if !utf8.ValidString(p) { // encoding/json would rewrite the bytes; the log never holds such a payload
 		return f, false
 	}
@@ -48,6 +65,9 @@ func scanFrame(p string) (f Frame, ok bool) {
 			return f, false
 		}
 		i = skipWS(p, i+1)
+		if header && key == "body" {
+			return f, true
+		}
 		bit, str, num, raw := frameMember(&f, key)
 		if bit == 0 || seen&bit != 0 {
 			return f, false

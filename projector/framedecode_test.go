@@ -19,7 +19,15 @@ func FuzzDecodeFrame(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		got, ok := scanFrame(p)
+		if h, ok := scanFrame(p, true); ok {
+			if full, ok := scanFrame(p, false); ok {
+				full.Body = nil
+				if !reflect.DeepEqual(h, full) {
+					t.Fatalf("header of %q = %+v, frame without body %+v", p, h, full)
+				}
+			}
+		}
+		got, ok := scanFrame(p, false)
 		if !ok {
 			return
 		}

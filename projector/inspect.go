@@ -133,6 +133,9 @@ type StreamEvent struct {
 	Generation int             `json:"generation"`
 	At         string          `json:"at"`
 	Payload    json.RawMessage `json:"payload"`
+	// SourceRunID is set on a frame a replay references: Seq and At are
+	// those of the run named here, which holds the frame.
+	SourceRunID *string `json:"sourceRunId,omitempty"`
 }
 
 // ErrUnknownRun is returned for a run id with no events.
@@ -180,6 +183,9 @@ func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error
 				doc.Outputs, _ = json.Marshal(p.Outputs)
 			}
 		}
+		if e.Type == TypeReplayFrames {
+			return replayedFrames(ctx, db, e, perAttempt, doc)
+		}
 		if !strings.HasPrefix(e.Type, FramePrefix) {
 			return nil
 		}
@@ -189,24 +195,7 @@ func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error
 		if err != nil {
 			return err
 		}
-		key := k.TaskID + "/" + strconv.Itoa(k.Attempt)
-		n := perAttempt[key]
-		perAttempt[key] = n + 1
-		switch {
-		case n < MaxStreamEventsPerAttempt-1:
-			var f Frame
-			if err := e.Decode(&f); err != nil {
-				return err
-			}
-			doc.StreamEvents = append(doc.StreamEvents, streamEvent(e, f))
-		case n == MaxStreamEventsPerAttempt-1:
-			var f Frame
-			if err := e.Decode(&f); err != nil {
-				return err
-			}
-			doc.StreamEvents = append(doc.StreamEvents, StreamEvent{Seq: e.Seq, Type: TypeStreamTruncated, Stream: e.Stream, TaskID: strPtr(f.TaskID), Attempt: intPtr(f.Attempt), Remote: f.Remote, Generation: f.Generation, At: e.CreatedAt})
-		}
-		return nil
+		return addFrame(e, k.TaskID+"/"+strconv.Itoa(k.Attempt), perAttempt, doc, nil)
 	})
 	if err != nil {
 		return nil, err
@@ -221,6 +210,78 @@ func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error
 		doc.StreamEvents[i].Payload, _ = json.Marshal(map[string]int{"dropped": dropped})
 	}
 	return doc, nil
+}
+
+// addFrame counts frame e against its attempt's bound and shows it (or
+// the truncation marker) while under the bound. ref, when set, is the
+// replay.frames event that e (an event of ref's source run) stands in.
+func addFrame(e events.Event, key string, perAttempt map[string]int, doc *Document, ref *referenced) error {
+	n := perAttempt[key]
+	perAttempt[key] = n + 1
+	if n >= MaxStreamEventsPerAttempt {
+		return nil
+	}
+	f, err := DecodeFrame(e)
+	if err != nil {
+		return err
+	}
+	var se StreamEvent
+	if n < MaxStreamEventsPerAttempt-1 {
+		se = streamEvent(e, f)
+	} else {
+		se = StreamEvent{Seq: e.Seq, Type: TypeStreamTruncated, Stream: e.Stream, TaskID: strPtr(f.TaskID), Attempt: intPtr(f.Attempt), Remote: f.Remote, Generation: f.Generation, At: e.CreatedAt}
+	}
+	if ref != nil {
+		se.Stream, se.SourceRunID = ref.stream, &ref.SourceRunID
+		if se.Type != TypeStreamTruncated {
+			se.EffectID = strPtr(ref.EffectID)
+		}
+	}
+	doc.StreamEvents = append(doc.StreamEvents, se)
+	return nil
+}
+
+// referenced is a replay.frames event being expanded by inspect.
+type referenced struct {
+	ReplayFrames
+	stream string
+}
+
+// replayedFrames shows the frames a replay run references as if they were
+// its own (inspect of a replay equals the source's): read from the run that
+// holds them while under the attempt's bound, counted from the spans past it.
+func replayedFrames(ctx context.Context, db *events.DB, e events.Event, perAttempt map[string]int, doc *Document) error {
+	ref := &referenced{stream: e.Stream}
+	if err := e.Decode(&ref.ReplayFrames); err != nil {
+		return err
+	}
+	key := ref.TaskID + "/" + strconv.Itoa(ref.Attempt)
+	for _, sp := range ref.Spans {
+		from, to := sp[0], sp[1]
+		if to < from {
+			return fmt.Errorf("replay.frames at seq %d: span %d-%d", e.Seq, from, to)
+		}
+		if left := int64(MaxStreamEventsPerAttempt - perAttempt[key]); left > 0 {
+			last := min(to, from+left-1)
+			read := int64(0)
+			err := db.ScanRange(ctx, ref.SourceRunID, from, last, func(se events.Event) error {
+				if !strings.HasPrefix(se.Type, FramePrefix) {
+					return fmt.Errorf("replay.frames at seq %d: seq %d of run %s is %s, not a frame", e.Seq, se.Seq, ref.SourceRunID, se.Type)
+				}
+				read++
+				return addFrame(se, key, perAttempt, doc, ref)
+			})
+			if err != nil {
+				return err
+			}
+			if read != last-from+1 {
+				return fmt.Errorf("replay.frames at seq %d: run %s lacks seqs %d-%d", e.Seq, ref.SourceRunID, from, last)
+			}
+			from = last + 1
+		}
+		perAttempt[key] += int(to - from + 1)
+	}
+	return nil
 }
 
 func streamEvent(e events.Event, f Frame) StreamEvent {

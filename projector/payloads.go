@@ -18,6 +18,7 @@ const (
 	TypeCallError       = "call.error"
 	TypeCallReconciled  = "call.reconciled"
 	TypeStreamTruncated = "stream.truncated"
+	TypeReplayFrames    = "replay.frames"
 	FramePrefix         = "mcp."
 )
 
@@ -163,6 +164,26 @@ type CallReconciled struct {
 	Reason       string          `json:"reason"`
 	ResultDigest string          `json:"resultDigest,omitempty"`
 	Result       json.RawMessage `json:"result,omitempty"`
+}
+
+// ReplayFrames stands, in a replay run, for recorded frames the replay
+// answered with: they stay in the run that recorded them (SourceRunID; a
+// replay of a replay names the run that has the frames themselves), listed
+// as inclusive seq spans of frame events only, and bound to that run's hash
+// chain by the hash of the last one. Where they go in the replay (remote,
+// generation, task, attempt, the replay's effect id) is as in a Frame.
+// Evidence is referenced, not copied, so a replay writes its decisions and
+// not the evidence again (DESIGN §9 as the code has it: docs/DESIGN-CHANGES.md).
+type ReplayFrames struct {
+	Remote      string     `json:"remote"`
+	Generation  int        `json:"generation"`
+	TaskID      string     `json:"taskId,omitempty"`
+	Attempt     int        `json:"attempt,omitempty"`
+	EffectID    string     `json:"effectId,omitempty"`
+	SourceRunID string     `json:"sourceRunId"`
+	Spans       [][2]int64 `json:"spans"`
+	Count       int64      `json:"count"`
+	LastHash    string     `json:"lastHash"`
 }
 
 // Frame is one protocol message as persisted.

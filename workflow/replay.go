@@ -23,13 +23,23 @@ import (
 // each with the frames it produced and its outcome (a result, or the error
 // with the trigger the state machine fired). The run loop then drives a
 // normal run whose Dialer is a [ReplayDialer]: every Connect, ListTools and
-// CallTool is answered from the index, the recorded frames are handed to the
-// run's sink (so the replay records the same evidence), and a recorded
-// failure comes back as the same failure, so the state machine takes the
-// same decisions. Nothing here opens a socket or resolves a secret.
+// CallTool is answered from the index, and a recorded failure comes back as
+// the same failure, so the state machine takes the same decisions. Nothing
+// here opens a socket or resolves a secret.
 //
-// A replay of a replay reads the replay's own evidence (which is a faithful
-// copy); source links therefore chain one hop at a time.
+// Evidence is referenced, not copied: where a live run records frames, the
+// replay records one replay.frames event per group of recorded frames (a
+// session's initialize, its tools/list, one send of a call), naming the run
+// that holds them, their seq spans, their count and the chain hash of the
+// last one. Indexing reads each frame's members up to its body (responses
+// whole, they rebuild results), so a replay costs a read of the source and a
+// few writes, whatever the size of the evidence; inspect shows the
+// referenced frames as the replay's own.
+//
+// A replay of a replay indexes the replay's references (reading the
+// referenced responses); its own references name the run that holds the
+// frames, while its source links (sourceRunId, sourceEffectId) name the
+// replay, one hop at a time.
 
 // KindDivergence is the error kind of a replay whose workflow asked for a
 // call other than the recorded one.
@@ -124,17 +134,50 @@ type callKey struct {
 }
 
 type recSession struct {
-	opened       *projector.SessionOpened
-	connectFrame []projector.Frame
-	listFrames   []projector.Frame
-	catalog      *projector.SessionCatalog
-	failure      string
+	opened  *projector.SessionOpened
+	connect frameRefs // frames up to session.opened
+	list    frameRefs // frames after it (tools/list)
+	catalog *projector.SessionCatalog
+	failure string
+}
+
+// frameRefs is where a group of recorded frames is: inclusive seq spans of
+// one run's frame events. A replay records the reference, not the frames.
+type frameRefs struct {
+	run      string
+	spans    [][2]int64
+	count    int64
+	lastHash string
+}
+
+// add appends the frame event at seq of run (its hash is read when the
+// reference is recorded: only the last one's is kept).
+func (r *frameRefs) add(run string, seq int64) error {
+	return r.addSpans(run, [][2]int64{{seq, seq}}, 1, "")
+}
+
+// addSpans appends spans of run, merging a span that continues the last.
+func (r *frameRefs) addSpans(run string, spans [][2]int64, count int64, lastHash string) error {
+	if r.run == "" {
+		r.run = run
+	} else if r.run != run {
+		return fmt.Errorf("frames of one group in runs %s and %s", r.run, run)
+	}
+	for _, sp := range spans {
+		if n := len(r.spans); n > 0 && r.spans[n-1][1]+1 == sp[0] {
+			r.spans[n-1][1] = sp[1]
+		} else {
+			r.spans = append(r.spans, sp)
+		}
+	}
+	r.count += count
+	r.lastHash = lastHash
+	return nil
 }
 
 type recSend struct {
-	// seqs are the source events of the frames of this send, read back
-	// from the log when replayed: a run's frames are not held in memory.
-	seqs []int64
+	// refs are the frames of this send; they stay where they are.
+	refs frameRefs
 	// responses are its "in" response frames, which rebuild the result.
 	responses []projector.Frame
 	result    *projector.CallResult
@@ -169,13 +212,13 @@ func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replay
 	var pendingFail []*recSession // sessions that failed before session.opened or session.catalog
 	// Scanned, not loaded: only the index (the frames to replay) stays in memory.
 	var stop error // why fn stopped the scan, returned as is
-	err := db.Scan(ctx, runID, 0, func(e events.Event) error {
+	err := db.ScanPayloads(ctx, runID, func(e events.Event) error {
 		if !seen && e.Type != projector.TypeRunCreated {
 			stop = fmt.Errorf("%w %q", projector.ErrUnknownRun, runID)
 			return stop
 		}
 		seen = true
-		if err := src.index(e, &finished, &pendingFail); err != nil {
+		if err := src.index(ctx, e, &finished, &pendingFail); err != nil {
 			stop = fmt.Errorf("replay %s: index seq %d (%s): %w", runID, e.Seq, e.Type, err)
 			return stop
 		}
@@ -202,7 +245,7 @@ func (src *replaySource) session(remote string, gen int) *recSession {
 	return src.sessions[remote][gen-1]
 }
 
-func (src *replaySource) index(e events.Event, finished *bool, pendingFail *[]*recSession) error {
+func (src *replaySource) index(ctx context.Context, e events.Event, finished *bool, pendingFail *[]*recSession) error {
 	failWith := func(msg string) {
 		for _, s := range *pendingFail {
 			if s.failure == "" {
@@ -233,31 +276,52 @@ func (src *replaySource) index(e events.Event, finished *bool, pendingFail *[]*r
 		}
 		failWith(p.Error)
 	case strings.HasPrefix(e.Type, projector.FramePrefix):
-		// A call's frame is read back when replayed: only where it goes is
-		// needed now (no copy of its body), unless it is a response.
-		f, err := projector.DecodeFrame(e)
+		// A frame is referenced where it is (no copy of its body is kept),
+		// unless it is a response, which rebuilds the call's result.
+		f, err := projector.DecodeFrameHeader(e)
 		if err != nil {
 			return err
 		}
 		if f.EffectID != "" {
-			c := src.byEffect[f.EffectID]
-			if c == nil || len(c.sends) == 0 {
-				return fmt.Errorf("frame of call %s outside any send", f.EffectID)
+			s, err := src.sendOf(f.EffectID)
+			if err != nil {
+				return err
 			}
-			s := c.sends[len(c.sends)-1]
-			s.seqs = append(s.seqs, e.Seq)
 			if f.Dir == "in" && f.Kind == "response" {
+				if f, err = projector.DecodeFrame(e); err != nil {
+					return err
+				}
 				s.responses = append(s.responses, f)
 			}
-			return nil
+			return s.refs.add(src.runID, e.Seq)
 		}
-		s := src.session(f.Remote, f.Generation)
-		if s.opened == nil {
-			s.connectFrame = append(s.connectFrame, f)
-			*pendingFail = appendOnce(*pendingFail, s)
-		} else {
-			s.listFrames = append(s.listFrames, f)
+		return src.sessionFrames(f.Remote, f.Generation, pendingFail).add(src.runID, e.Seq)
+	case e.Type == projector.TypeReplayFrames:
+		// The source is itself a replay: its frames are in the run it names.
+		var r projector.ReplayFrames
+		if err := e.Decode(&r); err != nil {
+			return err
 		}
+		if r.EffectID == "" {
+			return src.sessionFrames(r.Remote, r.Generation, pendingFail).addSpans(r.SourceRunID, r.Spans, r.Count, r.LastHash)
+		}
+		s, err := src.sendOf(r.EffectID)
+		if err != nil {
+			return err
+		}
+		for _, sp := range r.Spans {
+			err := src.db.ScanRange(ctx, r.SourceRunID, sp[0], sp[1], func(fe events.Event) error {
+				f, err := projector.DecodeFrame(fe)
+				if err == nil && f.Dir == "in" && f.Kind == "response" {
+					s.responses = append(s.responses, f)
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return s.refs.addSpans(r.SourceRunID, r.Spans, r.Count, r.LastHash)
 	case e.Type == projector.TypeSessionOpened:
 		var p projector.SessionOpened
 		if err := e.Decode(&p); err != nil {
@@ -324,6 +388,26 @@ func (src *replaySource) index(e events.Event, finished *bool, pendingFail *[]*r
 		}
 	}
 	return nil
+}
+
+// sendOf is the send of call effectID that frames now belong to.
+func (src *replaySource) sendOf(effectID string) (*recSend, error) {
+	c := src.byEffect[effectID]
+	if c == nil || len(c.sends) == 0 {
+		return nil, fmt.Errorf("frame of call %s outside any send", effectID)
+	}
+	return c.sends[len(c.sends)-1], nil
+}
+
+// sessionFrames is where a session frame of (remote, gen) goes: before
+// session.opened (initialize) or after it (tools/list).
+func (src *replaySource) sessionFrames(remote string, gen int, pendingFail *[]*recSession) *frameRefs {
+	s := src.session(remote, gen)
+	if s.opened == nil {
+		*pendingFail = appendOnce(*pendingFail, s)
+		return &s.connect
+	}
+	return &s.list
 }
 
 func appendOnce(list []*recSession, s *recSession) []*recSession {
@@ -396,52 +480,28 @@ type replayConn struct {
 	remote string
 }
 
-func emit(ctx context.Context, sink transport.Sink, frames []projector.Frame) error {
-	for _, f := range frames {
-		tf := transport.Frame{Dir: f.Dir, Kind: f.Kind, Method: f.Method, ID: f.ID, HTTPStatus: f.HTTPStatus, EventID: f.EventID, Body: f.Body}
-		if err := sink(ctx, tf); err != nil {
-			return err
-		}
+// replayedKind marks the transport.Frame by which a replay session hands
+// the run loop a reference to recorded frames (frameSink records it as
+// replay.frames): both ends are in this package.
+const replayedKind = "replayed"
+
+// emitRefs hands sink the reference to a group of recorded frames.
+func (src *replaySource) emitRefs(ctx context.Context, sink transport.Sink, r frameRefs) error {
+	if r.count == 0 {
+		return nil
 	}
-	return nil
-}
-
-// replayWindow is how many frames emitSeqs reads from the log at a time:
-// no read stays open while the sink commits, and memory stays bounded.
-const replayWindow = 4096
-
-// emitSeqs reads the frames at seqs (ascending) back from the source log,
-// a window at a time, and hands them to sink in order.
-func (src *replaySource) emitSeqs(ctx context.Context, sink transport.Sink, seqs []int64) error {
-	frames := make([]projector.Frame, 0, min(len(seqs), replayWindow))
-	for len(seqs) > 0 {
-		win := seqs[:min(len(seqs), replayWindow)]
-		seqs = seqs[len(win):]
-		frames = frames[:0]
-		next := 0
-		err := src.db.ScanRange(ctx, src.runID, win[0], win[len(win)-1], func(e events.Event) error {
-			if next >= len(win) || e.Seq != win[next] {
-				return nil
-			}
-			next++
-			f, err := projector.DecodeFrame(e)
-			if err != nil {
-				return err
-			}
-			frames = append(frames, f)
-			return nil
-		})
+	if r.lastHash == "" {
+		h, err := src.db.HashAt(ctx, r.run, r.spans[len(r.spans)-1][1])
 		if err != nil {
-			return fmt.Errorf("replay %s: read frames: %w", src.runID, err)
+			return fmt.Errorf("replay %s: %w", src.runID, err)
 		}
-		if next != len(win) {
-			return fmt.Errorf("replay %s: frame at seq %d is gone from the log", src.runID, win[next])
-		}
-		if err := emit(ctx, sink, frames); err != nil {
-			return err
-		}
+		r.lastHash = h
 	}
-	return nil
+	body, err := json.Marshal(projector.ReplayFrames{SourceRunID: r.run, Spans: r.spans, Count: r.count, LastHash: r.lastHash})
+	if err != nil {
+		return err
+	}
+	return sink(ctx, transport.Frame{Dir: "ref", Kind: replayedKind, Body: body})
 }
 
 // Connect opens the next recorded generation of this remote.
@@ -454,7 +514,7 @@ func (c *replayConn) Connect(ctx context.Context, sink transport.Sink) (Session,
 			Recorded: fmt.Sprintf("%d session(s) with %q", len(src.sessions[c.remote]), c.remote), Replayed: fmt.Sprintf("session %d", gen)}
 	}
 	rs := src.sessions[c.remote][gen-1]
-	if err := emit(ctx, sink, rs.connectFrame); err != nil {
+	if err := src.emitRefs(ctx, sink, rs.connect); err != nil {
 		return nil, err
 	}
 	if rs.opened == nil {
@@ -476,7 +536,7 @@ func (s *replaySession) Info() SessionInfo {
 }
 
 func (s *replaySession) ListTools(ctx context.Context, sink transport.Sink) (*transport.Catalog, error) {
-	if err := emit(ctx, sink, s.rec.listFrames); err != nil {
+	if err := s.src.emitRefs(ctx, sink, s.rec.list); err != nil {
 		return nil, err
 	}
 	if s.rec.catalog == nil {
@@ -516,7 +576,7 @@ func (s *replaySession) CallTool(ctx context.Context, req transport.CallRequest,
 	}
 	send := c.sends[c.next]
 	c.next++
-	if err := src.emitSeqs(ctx, sink, send.seqs); err != nil {
+	if err := src.emitRefs(ctx, sink, send.refs); err != nil {
 		return nil, err
 	}
 	switch {

@@ -233,6 +233,9 @@ func (rn *run) sink(stream string, base projector.Frame) transport.Sink {
 // the response had never arrived.
 func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool) transport.Sink {
 	return func(_ context.Context, f transport.Frame) error {
+		if f.Kind == replayedKind {
+			return rn.recordReplayed(stream, base, f.Body)
+		}
 		fr := base
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
 		fr.Body = f.Body
@@ -253,6 +256,21 @@ func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool
 		}
 		return rn.append(rec)
 	}
+}
+
+// recordReplayed records a replay session's reference to recorded frames
+// (replay.frames) where the frames themselves would have gone.
+func (rn *run) recordReplayed(stream string, base projector.Frame, body []byte) error {
+	var r projector.ReplayFrames
+	if err := json.Unmarshal(body, &r); err != nil {
+		return fmt.Errorf("replay: reference to recorded frames: %w", err)
+	}
+	r.Remote, r.Generation, r.TaskID, r.Attempt, r.EffectID = base.Remote, base.Generation, base.TaskID, base.Attempt, base.EffectID
+	rn.later(events.Record{Stream: stream, Type: projector.TypeReplayFrames, Payload: r})
+	if len(rn.pending) < replayFrameBatch {
+		return nil
+	}
+	return rn.append()
 }
 
 // replayFrameBatch bounds how many records a replay commits at once.

@@ -449,7 +449,9 @@ func TestCLI_CrashReplay(t *testing.T) {
 		t.Fatalf("source run: %s", stderr)
 	}
 	sourceID := runIDs(t, src)[0]
-	for _, point := range []string{"run.created", "call.prepared", "mcp.notification in notifications/progress#2", "mcp.server_request in roots/list", "call.result", "task.finished"} {
+	// A replay records references to the source's frames (replay.frames),
+	// not the frames: #1 and #2 are the session's, #3 the call's.
+	for _, point := range []string{"run.created", "replay.frames session#1", "call.prepared", "replay.frames call", "call.result", "task.finished"} {
 		t.Run(strings.NewReplacer(" ", "_", "#", "@").Replace(point), func(t *testing.T) {
 			t.Parallel()
 			db := filepath.Join(t.TempDir(), "a.db")
