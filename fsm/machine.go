@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/qmuntal/stateless"
 )
@@ -66,8 +67,12 @@ func Fire(c Call, t Trigger, reason string) (Call, Transition, Decision, error) 
 	before := c
 	before.Idempotency = idem
 	next := before
-	sm := newMachine(&next.State)
-	if err := sm.Fire(t, &next); err != nil {
+	m := machines.Get().(*pooledMachine)
+	m.state = next.State
+	err = m.sm.Fire(t, &next)
+	next.State = m.state
+	machines.Put(m)
+	if err != nil {
 		return c, Transition{}, DecideNone, err
 	}
 	tr := Transition{
@@ -113,6 +118,19 @@ func Graph() string {
 	s := Prepared
 	return newMachine(&s).ToGraph()
 }
+
+// pooledMachine is a configured machine and the cell its state lives in:
+// configuring one costs more than firing it, so Fire reuses them.
+type pooledMachine struct {
+	sm    *stateless.StateMachine
+	state State
+}
+
+var machines = sync.Pool{New: func() any {
+	m := &pooledMachine{}
+	m.sm = newMachine(&m.state)
+	return m
+}}
 
 // newMachine configures a stateless machine whose state lives in *s, the
 // caller's plain value. It is built per Fire: cheap, and nothing is shared

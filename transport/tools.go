@@ -22,6 +22,9 @@ const (
 type Tool struct {
 	Name, Title, Description                          string
 	InputSchema, OutputSchema, Annotations, Execution json.RawMessage // raw, as sent (nil when absent)
+	// digest is Digest computed once when tools/list built the tool: every
+	// call records it, and canonicalising schemas is not free.
+	digest string
 }
 
 // Digest returns "sha256:" + hex of the canonical JSON (sorted keys, no HTML
@@ -29,6 +32,13 @@ type Tool struct {
 // absent members omitted. Wire key order, title, description and
 // annotations never change it.
 func (t Tool) Digest() string {
+	if t.digest != "" {
+		return t.digest
+	}
+	return t.computeDigest()
+}
+
+func (t Tool) computeDigest() string {
 	var b strings.Builder
 	b.WriteString("{")
 	// Members in sorted order: execution, inputSchema, name, outputSchema.
@@ -151,9 +161,11 @@ func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
 				continue
 			}
 			seen[wt.Name] = true
-			cat.Tools = append(cat.Tools, Tool{Name: wt.Name, Title: wt.Title, Description: wt.Description,
+			t := Tool{Name: wt.Name, Title: wt.Title, Description: wt.Description,
 				InputSchema: wt.InputSchema, OutputSchema: nonNull(wt.OutputSchema),
-				Annotations: nonNull(wt.Annotations), Execution: nonNull(wt.Execution)})
+				Annotations: nonNull(wt.Annotations), Execution: nonNull(wt.Execution)}
+			t.digest = t.computeDigest()
+			cat.Tools = append(cat.Tools, t)
 			if len(cat.Tools) > MaxTools {
 				return nil, &Error{Op: "tools/list", Kind: KindMalformed, Sent: true,
 					Message: fmt.Sprintf("more than %d tools", MaxTools)}
