@@ -39,7 +39,7 @@ fuzz-smoke:
 # medians. About 5 minutes on 2 cores; AGENTCTL_BENCH_1M=1 adds the 1M-event
 # inspect/replay point (a few minutes more). Needs benchstat:
 #   go install golang.org/x/perf/cmd/benchstat@latest
-BENCHSTAT ?= $(shell command -v benchstat || echo $$($(GO) env GOPATH)/bin/benchstat)
+BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 bench:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load:$$(cut -d' ' -f1-3 /proc/loadavg)"
 	$(GO) test -run='^$$' -bench=. -benchmem -count=5 -timeout=30m ./... | tee bench.txt
