@@ -43,11 +43,13 @@ type RunView struct {
 	ExitCode       *int    `db:"exit_code" json:"exitCode"`
 	Error          *string `db:"error" json:"error"`
 	Calls          int     `db:"calls" json:"calls"`
-	Events         int64   `db:"events" json:"events"`
-	LastSeq        int64   `db:"last_seq" json:"-"`
-	StartedAt      string  `db:"started_at" json:"startedAt"`
-	FinishedAt     *string `db:"finished_at" json:"finishedAt"`
-	UpdatedAt      string  `db:"updated_at" json:"updatedAt"`
+	// Events is the run's events; in a replay, each replay.frames event
+	// counts as the frames it references.
+	Events     int64   `db:"events" json:"events"`
+	LastSeq    int64   `db:"last_seq" json:"-"`
+	StartedAt  string  `db:"started_at" json:"startedAt"`
+	FinishedAt *string `db:"finished_at" json:"finishedAt"`
+	UpdatedAt  string  `db:"updated_at" json:"updatedAt"`
 }
 
 // TaskView is a tasks row.
@@ -255,6 +257,10 @@ func replayedFrames(ctx context.Context, db *events.DB, e events.Event, perAttem
 	if err := e.Decode(&ref.ReplayFrames); err != nil {
 		return err
 	}
+	// The run's event count counts the referenced frames in place of the
+	// reference, as if they had been copied: a replay's inspect equals its
+	// source's (issue 5), and the count says how much evidence the run has.
+	doc.Run.Events += ref.Count - 1
 	key := ref.TaskID + "/" + strconv.Itoa(ref.Attempt)
 	for _, sp := range ref.Spans {
 		from, to := sp[0], sp[1]

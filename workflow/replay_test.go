@@ -146,10 +146,10 @@ func normalInspect(t *testing.T, db *events.DB, runID string) (string, *projecto
 	if err := json.Unmarshal(raw, &v); err != nil {
 		t.Fatal(err)
 	}
-	// A replay references the source's frames instead of copying them, so
-	// its own event count ("events") is smaller; the frames it shows are the
-	// source's, seqs included.
-	drop := map[string]bool{"events": true, "runId": true, "effectId": true, "sourceRunId": true, "sourceEffectId": true, "sourceTaskId": true,
+	// A replay references the source's frames instead of copying them; the
+	// frames it shows are the source's, seqs included, and its event count
+	// counts them as its own.
+	drop := map[string]bool{"runId": true, "effectId": true, "sourceRunId": true, "sourceEffectId": true, "sourceTaskId": true,
 		"startedAt": true, "finishedAt": true, "updatedAt": true, "createdAt": true, "at": true, "mode": true, "status": true}
 	var walk func(any) any
 	walk = func(x any) any {
