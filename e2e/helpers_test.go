@@ -348,21 +348,3 @@ func jsonRPCMethod(r *http.Request) (string, error) {
 	_ = json.Unmarshal(body, &msg)
 	return msg.Method, nil
 }
-
-// evidenceGroups replaces each run of frame lines ("mcp. …") and of
-// replay.frames lines (a replay references the frames it answered with
-// instead of copying them) by one "frames" line, so that a source run's log
-// and its replay's compare step by step.
-func evidenceGroups(lines []string) []string {
-	var out []string
-	for _, l := range lines {
-		if strings.HasPrefix(l, "mcp.") || strings.HasPrefix(l, "replay.frames") {
-			if len(out) > 0 && out[len(out)-1] == "frames" {
-				continue
-			}
-			l = "frames"
-		}
-		out = append(out, l)
-	}
-	return out
-}

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/internal/tspeer"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
@@ -130,7 +131,7 @@ func TestTSEverything_ResumeAfterCut(t *testing.T) {
 	if err != nil || rep.Err != nil {
 		t.Fatalf("replay: %v / %v", err, rep.Err)
 	}
-	if got, want := evidenceGroups(describe(t, db, rep.RunID)), evidenceGroups(describe(t, db, res.RunID)); !slices.Equal(got, want) {
+	if got, want := testkit.EvidenceGroups(describe(t, db, rep.RunID)), testkit.EvidenceGroups(describe(t, db, res.RunID)); !slices.Equal(got, want) {
 		t.Fatalf("replay log:\n%s\nsource log:\n%s", numbered(got), numbered(want))
 	}
 	assertProgress(t, evs, 4, "")

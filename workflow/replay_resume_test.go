@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -82,7 +83,7 @@ func TestReplay_ResumeAndServerRequests(t *testing.T) {
 			if gotDoc != want {
 				t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", gotDoc, want)
 			}
-			if !slices.Equal(evidenceGroups(describeRun(t, db, rep.RunID))[1:], evidenceGroups(got)[1:]) {
+			if !slices.Equal(testkit.EvidenceGroups(describeRun(t, db, rep.RunID))[1:], testkit.EvidenceGroups(got)[1:]) {
 				t.Fatalf("replay events differ:\n%v\nsource:\n%v", describeRun(t, db, rep.RunID), got)
 			}
 		})

@@ -5,6 +5,7 @@ package testkit
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
@@ -23,4 +24,22 @@ func OpenDB(tb testing.TB, path string, opts events.Options) *events.DB {
 	}
 	tb.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// EvidenceGroups replaces each run of frame lines ("mcp. …") and of
+// replay.frames lines (a replay references the frames it answered with
+// instead of copying them) by one "frames" line, so that the described log
+// of a source run and of its replay compare step by step.
+func EvidenceGroups(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "mcp.") || strings.HasPrefix(l, "replay.frames") {
+			if len(out) > 0 && out[len(out)-1] == "frames" {
+				continue
+			}
+			l = "frames"
+		}
+		out = append(out, l)
+	}
+	return out
 }
