@@ -151,3 +151,41 @@ func TestCLI_ReplayAuditRunsEncryption(t *testing.T) {
 		t.Fatalf("verify without key exit %d: %s", code, stderr)
 	}
 }
+
+// TestCLI_ReplayOfEncryptedRun: a replay references frames that are sealed
+// in its source run; it replays, and its inspect shows them, with the key,
+// and without the key inspect fails closed (exit 5) instead of showing less.
+func TestCLI_ReplayOfEncryptedRun(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, chattyTool())
+	db := filepath.Join(t.TempDir(), "a.db")
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	t.Setenv("MY_KEY", base64.StdEncoding.EncodeToString(key))
+	if _, stderr, code := cli(t, "db", "encryption", "enable", "--key-id", "k1", "--key-env", "MY_KEY", "--db", db); code != 0 {
+		t.Fatalf("enable exit %d: %s", code, stderr)
+	}
+	t.Setenv("AGENTCTL_KEY_K1", base64.StdEncoding.EncodeToString(key))
+	out, stderr, code := cli(t, "run", actWorkflow(t, srv.URL, "idempotent"), "--db", db, "--output", "json")
+	if code != 0 {
+		t.Fatalf("run exit %d: %s", code, stderr)
+	}
+	runID := envelopeData(t, out)["runId"].(string)
+	srv.Close()
+	out, stderr, code = cli(t, "replay", runID, "--db", db, "--output", "json")
+	if code != 0 {
+		t.Fatalf("replay exit %d: %s", code, stderr)
+	}
+	replayID := envelopeData(t, out)["runId"].(string)
+	src, _, _ := cli(t, "inspect", runID, "--db", db, "--output", "json")
+	rep, stderr, code := cli(t, "inspect", replayID, "--db", db, "--output", "json")
+	if code != 0 || strings.Count(rep, `"notifications/progress"`) != strings.Count(src, `"notifications/progress"`) || strings.Count(src, `"notifications/progress"`) == 0 {
+		t.Fatalf("inspect of the replay with the key: exit %d %s\n%s", code, stderr, rep)
+	}
+	if out, stderr, code = cli(t, "replay", replayID, "--db", db, "--output", "json"); code != 0 {
+		t.Fatalf("replay of the replay exit %d: %s", code, stderr)
+	}
+	t.Setenv("AGENTCTL_KEY_K1", "")
+	if _, stderr, code = cli(t, "inspect", replayID, "--db", db); code != 5 || !strings.Contains(stderr, "AGENTCTL_KEY_K1") {
+		t.Fatalf("inspect of the replay without the key: exit %d %s", code, stderr)
+	}
+}
