@@ -181,7 +181,7 @@ func TestCLI_ReplayOfEncryptedRun(t *testing.T) {
 	if code != 0 || strings.Count(rep, `"notifications/progress"`) != strings.Count(src, `"notifications/progress"`) || strings.Count(src, `"notifications/progress"`) == 0 {
 		t.Fatalf("inspect of the replay with the key: exit %d %s\n%s", code, stderr, rep)
 	}
-	if out, stderr, code = cli(t, "replay", replayID, "--db", db, "--output", "json"); code != 0 {
+	if _, stderr, code = cli(t, "replay", replayID, "--db", db, "--output", "json"); code != 0 {
 		t.Fatalf("replay of the replay exit %d: %s", code, stderr)
 	}
 	t.Setenv("AGENTCTL_KEY_K1", "")
