@@ -25,7 +25,10 @@ func (a *app) auditCmd() *cobra.Command {
 		Short: "Write a run's events as JSON Lines: a header, then one line per event as stored",
 		Long: `Writes a header line {format: "agentctl.audit/v1", runId, workflowDigest, eventCount, finalHash}
 and then one line per event {run_id, seq, stream, type, created_at, payload, prev_hash, hash}, the
-payload exactly as stored (an encrypted envelope stays encrypted). No key is needed.`,
+payload exactly as stored (an encrypted envelope stays encrypted). No key is needed.
+A replay's export holds the replay's own chain; the recorded frames it answered from stay in the
+run that recorded them, named by its replay.frames events (run, seq spans, hash of the last frame):
+export that run too to verify them.`,
 		Example: `  agentctl audit export run-0190c3f2-... -o run.audit.jsonl
   agentctl audit export run-0190c3f2-... > run.audit.jsonl`,
 		Args: cobra.ExactArgs(1),
