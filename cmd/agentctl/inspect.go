@@ -60,8 +60,13 @@ func printInspect(w io.Writer, d *projector.Document) {
 		if c.Error != nil {
 			fmt.Fprintf(w, "      error: %s\n", clean(*c.Error))
 		}
+		from := ""
 		for _, e := range d.StreamEvents {
 			if e.EffectID != nil && *e.EffectID == c.EffectID {
+				if e.SourceRunID != nil && *e.SourceRunID != from {
+					from = *e.SourceRunID
+					fmt.Fprintf(w, "      frames recorded by %s (seq and time are that run's)\n", from)
+				}
 				fmt.Fprintf(w, "      %s  #%d %-18s %s %s\n", e.At, e.Seq, e.Type, e.Dir, deref(e.Method))
 			}
 		}
