@@ -292,3 +292,39 @@ func TestReplay_RefusesUnfinishedAndUnknownRuns(t *testing.T) {
 		t.Fatalf("replay of an unknown run: %v, want ErrUnknownRun naming it", err)
 	}
 }
+
+// TestReplay_InspectPastTheBound: a call with more frames than inspect
+// shows (256 per attempt, the last a truncation marker counting the rest):
+// the replay references them, and its inspect, which reads only what it
+// shows and counts the rest from the reference, equals the source's.
+func TestReplay_InspectPastTheBound(t *testing.T) {
+	const frames = 300
+	srv := mcptest.Start(t, mcptest.Options{}, mcptest.ToolDef{Name: "many", Handler: func(_ context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+		for i := 1; i <= frames; i++ {
+			if err := c.Progress(float64(i), frames, ""); err != nil {
+				return nil, err
+			}
+		}
+		return &mcptest.Result{Content: mcptest.Text("done")}, nil
+	}})
+	db := openDB(t)
+	src, err := (&workflow.Runner{DB: db}).Run(context.Background(), mustParse(t, oneCall(srv.URL, "many", "pure", "{}")), nil, workflow.RunOptions{})
+	if err != nil || src.Err != nil {
+		t.Fatalf("source run: %v %v", err, src.Err)
+	}
+	srv.Close()
+	blockNetwork(t, srv.URL)
+	rep := replayOf(t, db, src.RunID)
+	want, srcDoc := normalInspect(t, db, src.RunID)
+	got, repDoc := normalInspect(t, db, rep.RunID)
+	if got != want {
+		t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
+	}
+	if n := len(repDoc.StreamEvents); n != len(srcDoc.StreamEvents) || repDoc.Run.Events != srcDoc.Run.Events {
+		t.Fatalf("replay shows %d stream events and %d events, source %d and %d", n, repDoc.Run.Events, len(srcDoc.StreamEvents), srcDoc.Run.Events)
+	}
+	last := repDoc.StreamEvents[len(repDoc.StreamEvents)-1]
+	if last.Type != projector.TypeStreamTruncated || !strings.Contains(string(last.Payload), `"dropped"`) {
+		t.Fatalf("last stream event %+v, want the truncation marker", last)
+	}
+}
