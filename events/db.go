@@ -75,6 +75,7 @@ type DB struct {
 	stmts stmtCache
 	enc   *codec // payload encryption state (codec.go)
 	ckpt  *checkpointer
+	locks runLocks
 }
 
 type tip struct {
@@ -203,6 +204,7 @@ func (db *DB) init(ctx context.Context, readOnly bool) error {
 // Close closes the database.
 func (db *DB) Close() error {
 	db.stopCheckpointer()
+	db.locks.close()
 	db.stmts.close()
 	return db.x.Close()
 }

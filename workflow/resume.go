@@ -41,6 +41,16 @@ const ReasonInterrupted = "interrupted: process ended after dispatch"
 // replays, Resume refuses with an *Error of code ExitInvalid and records
 // nothing. As with Run, a non-nil error means nothing was recorded.
 func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
+	// One writer per run: a second resume, or a resume of a run that is
+	// still going, is refused before it reads anything.
+	unlock, err := r.DB.LockRun(runID)
+	if errors.Is(err, events.ErrRunBusy) {
+		return nil, &Error{RunID: runID, Code: ExitInvalid, Err: fmt.Errorf("resume %s: %w (another run or resume of it is still going)", runID, err)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	l, err := loadRunLog(ctx, r.DB, runID)
 	if err != nil {
 		if errors.Is(err, events.ErrNoRun) {

@@ -124,6 +124,12 @@ func (r *Runner) Run(ctx context.Context, wf *Workflow, inputs map[string]any, o
 		newID = func() string { return NewRunID(prefix) }
 	}
 	rn := newRun(r, wf, newID(), inputs)
+	// Held while the run goes on, so that a resume of it waits its end.
+	unlock, err := r.DB.LockRun(rn.id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	rn.batchFrames = opts.Mode == "replay"
 	servers := map[string]string{}
 	for name, s := range wf.Spec.MCPServers {

@@ -318,9 +318,15 @@ func (s *Server) Serve(ctx context.Context, addr string) (url string, stop func(
 		for ss := range s.mcp.Sessions() {
 			_ = ss.Close()
 		}
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-			return err
+		// Shutdown counts a connection a client dialled but never used as
+		// busy for five seconds: give the others a short grace, then close.
+		grace, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if err := srv.Shutdown(grace); err != nil {
+			if cerr := srv.Close(); cerr != nil {
+				return cerr
+			}
+			return ctx.Err()
 		}
 		return nil
 	}

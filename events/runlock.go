@@ -1,0 +1,78 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// ErrRunBusy reports that another process is appending to a run.
+var ErrRunBusy = errors.New("events: run is being written by another process")
+
+// runLocks are this process's run locks over one database: a byte-range
+// lock (fcntl) per run in the file <db>-runlock. The kernel drops a
+// process's locks when it exits, so a killed run never leaves one behind.
+type runLocks struct {
+	mu   sync.Mutex
+	file *os.File
+	held map[string]bool // fcntl locks do not exclude the process itself
+}
+
+// LockRun makes this process the run's only writer until unlock: a run
+// and a resume of it, or two resumes, would otherwise both go on from the
+// same log (compare-and-append catches the second only if it read the log
+// before the first wrote). It fails at once with ErrRunBusy when another
+// process, or this one, holds the run.
+func (db *DB) LockRun(runID string) (unlock func(), err error) {
+	l := &db.locks
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[runID] {
+		return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
+	}
+	if l.file == nil {
+		f, err := os.OpenFile(db.path+"-runlock", os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, &Error{Op: "open run lock", Path: db.path + "-runlock", Err: err}
+		}
+		l.file, l.held = f, map[string]bool{}
+	}
+	lk := runLockRange(runID, syscall.F_WRLCK)
+	if err := syscall.FcntlFlock(l.file.Fd(), syscall.F_SETLK, &lk); err != nil {
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
+			return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
+		}
+		return nil, &Error{Op: "lock run " + runID, Path: db.path + "-runlock", Err: err}
+	}
+	l.held[runID] = true
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.held[runID] || l.file == nil {
+			return
+		}
+		un := runLockRange(runID, syscall.F_UNLCK)
+		_ = syscall.FcntlFlock(l.file.Fd(), syscall.F_SETLK, &un)
+		delete(l.held, runID)
+	}, nil
+}
+
+// runLockRange is the one byte of the lock file that stands for runID.
+func runLockRange(runID string, typ int16) syscall.Flock_t {
+	h := fnv.New64a()
+	_, _ = io.WriteString(h, runID)
+	return syscall.Flock_t{Type: typ, Whence: io.SeekStart, Start: int64(h.Sum64() >> 2), Len: 1}
+}
+
+func (l *runLocks) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file != nil {
+		_ = l.file.Close() // releases every lock this process holds on it
+		l.file, l.held = nil, nil
+	}
+}
