@@ -311,8 +311,12 @@ func (src *replaySource) index(ctx context.Context, e events.Event, finished *bo
 		}
 		for _, sp := range r.Spans {
 			err := src.db.ScanRange(ctx, r.SourceRunID, sp[0], sp[1], func(fe events.Event) error {
+				h, err := projector.DecodeFrameHeader(fe)
+				if err != nil || h.Dir != "in" || h.Kind != "response" {
+					return err
+				}
 				f, err := projector.DecodeFrame(fe)
-				if err == nil && f.Dir == "in" && f.Kind == "response" {
+				if err == nil {
 					s.responses = append(s.responses, f)
 				}
 				return err
