@@ -49,18 +49,18 @@ func (db *DB) ScanRange(ctx context.Context, runID string, from, to int64, fn fu
 	return nil
 }
 
-// ScanPayloads is Scan for readers of payloads alone (replay's index of a
-// run): each Event has RunID, Seq, Stream, Type and Payload, and no
-// CreatedAt, PrevHash or Hash, which it does not read.
+// ScanPayloads is Scan for readers of payloads (replay's index of a run,
+// inspect): each Event has RunID, Seq, Stream, Type, Payload and CreatedAt,
+// and no PrevHash or Hash, which it does not read.
 func (db *DB) ScanPayloads(ctx context.Context, runID string, fn func(Event) error) error {
-	rows, err := db.x.QueryContext(ctx, `SELECT seq, stream, type, payload FROM events WHERE run_id = ? ORDER BY seq`, runID)
+	rows, err := db.x.QueryContext(ctx, `SELECT seq, stream, type, payload, created_at FROM events WHERE run_id = ? ORDER BY seq`, runID)
 	if err != nil {
 		return &Error{Op: "read events", Path: db.path, Err: classify(err)}
 	}
 	defer rows.Close()
 	for rows.Next() {
 		e := Event{RunID: runID, codec: db.enc}
-		if err := rows.Scan(&e.Seq, &e.Stream, &e.Type, &e.Payload); err != nil {
+		if err := rows.Scan(&e.Seq, &e.Stream, &e.Type, &e.Payload, &e.CreatedAt); err != nil {
 			return &Error{Op: "read events", Path: db.path, Err: err}
 		}
 		if err := fn(e); err != nil {

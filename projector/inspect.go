@@ -178,7 +178,7 @@ func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error
 		return nil, &events.Error{Op: "inspect effects", Path: db.Path(), Err: err}
 	}
 	perAttempt := map[string]int{}
-	err := db.Scan(ctx, runID, 0, func(e events.Event) error {
+	err := db.ScanPayloads(ctx, runID, func(e events.Event) error {
 		if e.Type == TypeRunFinished {
 			var p RunFinished
 			if err := e.Decode(&p); err == nil && p.Outputs != nil {
