@@ -27,6 +27,9 @@ type checkpointer struct {
 	done    chan struct{}
 	wg      sync.WaitGroup
 	commits int // guarded by DB.wmu
+	// ran, when set (tests), receives how each checkpoint went: WAL
+	// frames, and frames copied into the database.
+	ran chan [2]int
 }
 
 // startCheckpointer runs the background checkpoints on a connection of its own.
@@ -45,7 +48,10 @@ func (db *DB) startCheckpointer() error {
 			case <-c.done:
 				return
 			case <-c.kick:
-				checkpoint(conn)
+				log, copied := checkpoint(conn)
+				if c.ran != nil {
+					c.ran <- [2]int{log, copied}
+				}
 			}
 		}
 	}()
@@ -53,10 +59,15 @@ func (db *DB) startCheckpointer() error {
 	return nil
 }
 
-// checkpoint copies what it can of the WAL into the database. A failure is
-// not the writer's: the next kick, or the writers' own fallback, retries.
-func checkpoint(conn *sql.Conn) {
-	_, _ = conn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")
+// checkpoint copies what it can of the WAL into the database and says how
+// many frames the WAL had and how many are now in the database. A failure
+// is not the writer's: the next kick, or the writers' own fallback, retries.
+func checkpoint(conn *sql.Conn) (log, copied int) {
+	var busy int
+	if err := conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &copied); err != nil {
+		return -1, -1
+	}
+	return log, copied
 }
 
 // committed counts a commit (DB.wmu held) and kicks the checkpointer every
