@@ -36,9 +36,9 @@ fuzz-smoke:
 	done
 
 # The performance suite (BENCHMARKS.md): every benchmark 5 times, then the
-# medians. About 5 minutes on 2 cores; AGENTCTL_BENCH_1M=1 adds the 1M-event
-# inspect/replay point (a few minutes more). Needs benchstat:
-#   go install golang.org/x/perf/cmd/benchstat@latest
+# medians. About 5.5 minutes on 2 cores; AGENTCTL_BENCH_1M=1 adds the 1M-event
+# inspect/replay point (a minute or two more). benchstat runs through `go run`
+# at a pinned version (override with BENCHSTAT=benchstat).
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 bench:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load:$$(cut -d' ' -f1-3 /proc/loadavg)"
