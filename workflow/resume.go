@@ -45,7 +45,7 @@ func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 	// still going, is refused before it reads anything.
 	unlock, err := r.DB.LockRun(runID)
 	if errors.Is(err, events.ErrRunBusy) {
-		return nil, &Error{RunID: runID, Code: ExitInvalid, Err: fmt.Errorf("resume %s: %w (another run or resume of it is still going)", runID, err)}
+		return nil, &Error{RunID: runID, Code: ExitInvalid, Err: fmt.Errorf("resume: %w (the run, or another resume of it, is still going)", err)}
 	}
 	if err != nil {
 		return nil, err
