@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -52,4 +53,52 @@ func TestCLI_ConcurrentResumesOneWins(t *testing.T) {
 		t.Fatalf("chain: %v", err)
 	}
 	assertRebuildEqual(t, db, runID)
+}
+
+// TestCLI_ResumeWhileRunning: a resume of a run whose process is still
+// going (its call in flight) is refused, exit 2, before it reads or writes
+// anything; the run then finishes normally.
+func TestCLI_ResumeWhileRunning(t *testing.T) {
+	called, release := make(chan struct{}), make(chan struct{})
+	tool := actTool()
+	act := tool.Handler
+	tool.Handler = func(ctx context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+		close(called)
+		<-release
+		return act(ctx, c)
+	}
+	srv := mcptest.Start(t, mcptest.Options{}, tool)
+	db := filepath.Join(t.TempDir(), "a.db")
+	run := subprocess(t, "run", actWorkflow(t, srv.URL, "idempotent"), "--db", db)
+	var out bytes.Buffer
+	run.Stdout, run.Stderr = &out, &out
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-called // the run process is in its call, holding the run
+	ids := runIDs(t, db)
+	if len(ids) != 1 {
+		t.Fatalf("runs: %v", ids)
+	}
+	before := logOf(t, db, ids[0])
+	_, stderr, code := cli(t, "resume", ids[0], "--db", db)
+	close(release)
+	if err := run.Wait(); err != nil {
+		t.Fatalf("the run: %v\n%s", err, out.String())
+	}
+	if code != 2 || !strings.Contains(stderr, "still going") {
+		t.Fatalf("resume during the run: exit %d %s", code, stderr)
+	}
+	after := logOf(t, db, ids[0])
+	for i, e := range before {
+		if after[i].Hash != e.Hash {
+			t.Fatalf("event %d changed", e.Seq)
+		}
+	}
+	if last := after[len(after)-1]; last.Type != "run.finished" {
+		t.Fatalf("last event %s", last.Type)
+	}
+	if n := srv.Stats().Calls["act"]; n != 1 {
+		t.Fatalf("act called %d times", n)
+	}
 }
