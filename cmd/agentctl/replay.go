@@ -19,7 +19,9 @@ workflow source and inputs stored in RUN_ID's run.created. Every session and too
 from RUN_ID's recorded evidence: no socket is opened and no secret is read. The calls the workflow
 asks for must equal the recorded ones (server, tool, arguments digest, order per task); the first
 difference fails the replay with a divergence error naming the task and field (exit 4).
-A run that is not finished is refused (exit 2). A replay can itself be replayed.`,
+A run that is not finished is refused (exit 2). A replay can itself be replayed.
+The replay records its own steps and references the recorded frames it answered from
+(replay.frames events) instead of copying them; inspect shows them as the replay's own.`,
 		Example: `  agentctl replay run-0190c3f2-...
   agentctl replay run-0190c3f2-... --output json | jq -r .data.runId`,
 		Args: cobra.ExactArgs(1),
