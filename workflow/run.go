@@ -130,7 +130,6 @@ func (r *Runner) Run(ctx context.Context, wf *Workflow, inputs map[string]any, o
 		return nil, err
 	}
 	defer unlock()
-	rn.batchFrames = opts.Mode == "replay"
 	servers := map[string]string{}
 	for name, s := range wf.Spec.MCPServers {
 		servers[name] = s.URL
@@ -156,10 +155,6 @@ type run struct {
 	// log is the run as recorded before a resume; nil for a fresh run.
 	log     *runLog
 	crashAt crashPoint
-	// batchFrames lets frames share commits (at most replayFrameBatch
-	// records): set for a replay, whose frames come from a log where they
-	// are already durable, not from a network.
-	batchFrames bool
 }
 
 func newRun(r *Runner, wf *Workflow, id string, inputs map[string]any) *run {

@@ -247,19 +247,14 @@ func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool
 			rn.later(rec)
 			return nil
 		}
-		if rn.batchFrames {
-			rn.later(rec)
-			if len(rn.pending) < replayFrameBatch {
-				return nil
-			}
-			return rn.append()
-		}
 		return rn.append(rec)
 	}
 }
 
 // recordReplayed records a replay session's reference to recorded frames
-// (replay.frames) where the frames themselves would have gone.
+// (replay.frames) where the frames themselves would have gone. It rides
+// with the next step (session.opened, session.catalog, the call's outcome):
+// the frames are already durable in the log, and nothing is sent.
 func (rn *run) recordReplayed(stream string, base projector.Frame, body []byte) error {
 	var r projector.ReplayFrames
 	if err := json.Unmarshal(body, &r); err != nil {
@@ -267,13 +262,7 @@ func (rn *run) recordReplayed(stream string, base projector.Frame, body []byte) 
 	}
 	r.Remote, r.Generation, r.TaskID, r.Attempt, r.EffectID = base.Remote, base.Generation, base.TaskID, base.Attempt, base.EffectID
 	rn.later(events.Record{Stream: stream, Type: projector.TypeReplayFrames, Payload: r})
-	if len(rn.pending) < replayFrameBatch {
-		return nil
-	}
-	return rn.append()
+	return nil
 }
-
-// replayFrameBatch bounds how many records a replay commits at once.
-const replayFrameBatch = 4096
 
 var errNoOutput = errors.New("result has neither structuredContent nor content")
