@@ -2,7 +2,6 @@ package projector
 
 import (
 	"encoding/json"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -79,15 +78,9 @@ func scanFrame(p string, header bool) (f Frame, ok bool) {
 				return f, false
 			}
 		case num != nil:
-			j := i
-			for j < len(p) && (p[j] >= '0' && p[j] <= '9' || p[j] == '-') {
-				j++
-			}
-			n, err := strconv.Atoi(p[i:j])
-			if err != nil || (j-i > 1 && p[i] == '0') {
+			if *num, i, ok = plainInt(p, i); !ok {
 				return f, false
 			}
-			*num, i = n, j
 		default:
 			j, ok := skipValue(p, i)
 			if !ok {

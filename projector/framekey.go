@@ -75,15 +75,10 @@ func scanFrameKey(p string) (k frameKey, ok bool) {
 			if haveAttempt {
 				return k, false
 			}
-			j := i
-			for j < len(p) && (p[j] >= '0' && p[j] <= '9' || p[j] == '-') {
-				j++
-			}
-			n, err := strconv.Atoi(p[i:j])
-			if err != nil || j >= len(p) || strings.IndexByte(",} \t\r\n", p[j]) < 0 || (len(p[i:j]) > 1 && p[i] == '0') {
+			if k.Attempt, i, ok = plainInt(p, i); !ok {
 				return k, false
 			}
-			k.Attempt, i, haveAttempt = n, j, true
+			haveAttempt = true
 		default:
 			if i, ok = skipValue(p, i); !ok {
 				return k, false
@@ -128,6 +123,21 @@ func plainString(p string, i int) (string, int, bool) {
 		}
 	}
 	return "", i, false
+}
+
+// plainInt reads a JSON integer at i that encoding/json would decode into
+// an int the same way (no fraction, exponent or leading zero), followed by a
+// delimiter.
+func plainInt(p string, i int) (int, int, bool) {
+	j := i
+	for j < len(p) && (p[j] >= '0' && p[j] <= '9' || p[j] == '-') {
+		j++
+	}
+	n, err := strconv.Atoi(p[i:j])
+	if err != nil || j >= len(p) || strings.IndexByte(",} \t\r\n", p[j]) < 0 || (j-i > 1 && p[i] == '0') {
+		return 0, i, false
+	}
+	return n, j, true
 }
 
 // skipValue skips one JSON value at i, checking it with encoding/json.
