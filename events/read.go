@@ -28,39 +28,34 @@ func (db *DB) Scan(ctx context.Context, runID string, after int64, fn func(Event
 // ScanRange calls fn for each event of runID with from <= seq <= to, in
 // order.
 func (db *DB) ScanRange(ctx context.Context, runID string, from, to int64, fn func(Event) error) error {
-	rows, err := db.x.QueryxContext(ctx, `SELECT run_id, seq, stream, type, payload, created_at, prev_hash, hash FROM events WHERE run_id = ? AND seq BETWEEN ? AND ? ORDER BY seq`, runID, from, to)
-	if err != nil {
-		return &Error{Op: "read events", Path: db.path, Err: classify(err)}
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var e Event
-		if err := rows.Scan(&e.RunID, &e.Seq, &e.Stream, &e.Type, &e.Payload, &e.CreatedAt, &e.PrevHash, &e.Hash); err != nil {
-			return &Error{Op: "read events", Path: db.path, Err: err}
-		}
-		e.codec = db.enc
-		if err := fn(e); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return &Error{Op: "read events", Path: db.path, Err: classify(err)}
-	}
-	return nil
+	return db.scan(ctx, `SELECT run_id, seq, stream, type, payload, created_at, prev_hash, hash FROM events WHERE run_id = ? AND seq BETWEEN ? AND ? ORDER BY seq`,
+		[]any{runID, from, to}, func(e *Event) []any {
+			return []any{&e.RunID, &e.Seq, &e.Stream, &e.Type, &e.Payload, &e.CreatedAt, &e.PrevHash, &e.Hash}
+		}, fn)
 }
 
 // ScanPayloads is Scan for readers of payloads (replay's index of a run,
 // inspect): each Event has RunID, Seq, Stream, Type, Payload and CreatedAt,
 // and no PrevHash or Hash, which it does not read.
 func (db *DB) ScanPayloads(ctx context.Context, runID string, fn func(Event) error) error {
-	rows, err := db.x.QueryContext(ctx, `SELECT seq, stream, type, payload, created_at FROM events WHERE run_id = ? ORDER BY seq`, runID)
+	return db.scan(ctx, `SELECT seq, stream, type, payload, created_at FROM events WHERE run_id = ? ORDER BY seq`,
+		[]any{runID}, func(e *Event) []any {
+			e.RunID = runID
+			return []any{&e.Seq, &e.Stream, &e.Type, &e.Payload, &e.CreatedAt}
+		}, fn)
+}
+
+// scan runs query and calls fn with each row, read into an Event through
+// the fields cols names.
+func (db *DB) scan(ctx context.Context, query string, args []any, cols func(*Event) []any, fn func(Event) error) error {
+	rows, err := db.x.QueryContext(ctx, query, args...)
 	if err != nil {
 		return &Error{Op: "read events", Path: db.path, Err: classify(err)}
 	}
 	defer rows.Close()
 	for rows.Next() {
-		e := Event{RunID: runID, codec: db.enc}
-		if err := rows.Scan(&e.Seq, &e.Stream, &e.Type, &e.Payload, &e.CreatedAt); err != nil {
+		e := Event{codec: db.enc}
+		if err := rows.Scan(cols(&e)...); err != nil {
 			return &Error{Op: "read events", Path: db.path, Err: err}
 		}
 		if err := fn(e); err != nil {
