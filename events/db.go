@@ -119,7 +119,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 	var err error
-	x := sqlx.NewDb(sql.OpenDB(cappedConnector{dsn: dsn, d: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+	x := sqlx.NewDb(sql.OpenDB(hookConnector{dsn: dsn, d: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
 		if !opts.ReadOnly {
 			if _, err := c.Exec(fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", autoCheckpointPages), nil); err != nil {
 				return err
@@ -149,15 +149,16 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	return db, nil
 }
 
-// cappedConnector opens connections through a driver whose ConnectHook
-// applies Options.MaxPageCount.
-type cappedConnector struct {
+// hookConnector opens connections through a driver whose ConnectHook sets
+// each connection's pragmas (the writers' checkpoint bound,
+// Options.MaxPageCount).
+type hookConnector struct {
 	dsn string
 	d   *sqlite3.SQLiteDriver
 }
 
-func (c cappedConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
-func (c cappedConnector) Driver() driver.Driver                        { return c.d }
+func (c hookConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
+func (c hookConnector) Driver() driver.Driver                        { return c.d }
 
 // checkExisting reads the schema version through a read-only connection so
 // that a newer or foreign file is refused without a single byte changing.
