@@ -110,6 +110,18 @@ func BenchmarkCallOverhead(b *testing.B) {
 	}
 }
 
+// progressTool sends n progress notifications, then answers "done".
+func progressTool(name string, n int) mcptest.ToolDef {
+	return mcptest.ToolDef{Name: name, Handler: func(_ context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+		for i := 1; i <= n; i++ {
+			if err := c.Progress(float64(i), float64(n), ""); err != nil {
+				return nil, err
+			}
+		}
+		return &mcptest.Result{Content: mcptest.Text("done")}, nil
+	}}
+}
+
 func openBenchDB(b *testing.B, d events.Durability) *events.DB {
 	b.Helper()
 	return testkit.OpenDB(b, "", events.Options{Durability: d})
@@ -123,14 +135,7 @@ func openBenchDB(b *testing.B, d events.Durability) *events.DB {
 // carries ("raw+projection": projector.Apply). Target: frames ≥ 0.8 × raw.
 func BenchmarkProgressPersistence(b *testing.B) {
 	const frames = 10000
-	srv := mcptest.Start(b, mcptest.Options{}, mcptest.ToolDef{Name: "progress", Handler: func(ctx context.Context, c *mcptest.Call) (*mcptest.Result, error) {
-		for i := 1; i <= frames; i++ {
-			if err := c.Progress(float64(i), frames, ""); err != nil {
-				return nil, err
-			}
-		}
-		return &mcptest.Result{Content: mcptest.Text("done")}, nil
-	}})
+	srv := mcptest.Start(b, mcptest.Options{}, progressTool("progress", frames))
 	// A progress frame as the run loop records it.
 	frame, err := json.Marshal(projector.Frame{Dir: "in", Kind: "notification", Method: "notifications/progress", Remote: "local", Generation: 1,
 		TaskID: "only", Attempt: 1, EffectID: strings.Repeat("ab", 32),

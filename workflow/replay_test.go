@@ -299,14 +299,7 @@ func TestReplay_RefusesUnfinishedAndUnknownRuns(t *testing.T) {
 // shows and counts the rest from the reference, equals the source's.
 func TestReplay_InspectPastTheBound(t *testing.T) {
 	const frames = 300
-	srv := mcptest.Start(t, mcptest.Options{}, mcptest.ToolDef{Name: "many", Handler: func(_ context.Context, c *mcptest.Call) (*mcptest.Result, error) {
-		for i := 1; i <= frames; i++ {
-			if err := c.Progress(float64(i), frames, ""); err != nil {
-				return nil, err
-			}
-		}
-		return &mcptest.Result{Content: mcptest.Text("done")}, nil
-	}})
+	srv := mcptest.Start(t, mcptest.Options{}, progressTool("many", frames))
 	db := openDB(t)
 	src, err := (&workflow.Runner{DB: db}).Run(context.Background(), mustParse(t, oneCall(srv.URL, "many", "pure", "{}")), nil, workflow.RunOptions{})
 	if err != nil || src.Err != nil {
