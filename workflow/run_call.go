@@ -9,6 +9,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/internal/canonjson"
+	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 )
@@ -345,5 +346,5 @@ func contentText(content json.RawMessage) string {
 	if len(s) > 512 {
 		s = s[:512] + "…"
 	}
-	return sanitize(s)
+	return termtext.Block(s)
 }

@@ -227,12 +227,13 @@ func (a *app) printError(err error, code int, runID string) {
 			Error: map[string]any{"message": err.Error(), "exitCode": code, "runId": rid}})
 		return
 	}
-	msg := err.Error()
-	if !strings.Contains(msg, "\n") {
-		fmt.Fprintf(a.stderr, "agentctl: %s\n", msg)
-	} else {
-		fmt.Fprintf(a.stderr, "agentctl: %s\n", strings.ReplaceAll(msg, "\n", "\n  "))
+	// Error text may quote a server (an error message, a tool's content):
+	// every line passes the one sanitizer before it reaches the terminal.
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = clean(l)
 	}
+	fmt.Fprintf(a.stderr, "agentctl: %s\n", strings.Join(lines, "\n  "))
 	if runID != "" {
 		fmt.Fprintf(a.stderr, "run: %s (agentctl inspect %s)\n", runID, runID)
 	}

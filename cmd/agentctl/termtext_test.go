@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentctl/agentctl/transport/mcptest"
+)
+
+// hostileText carries every way a server can reach a terminal through a
+// string: SGR colour, OSC 0 (window title), OSC 52 (clipboard write), clear
+// screen, BEL, C1 CSI and a bidi override with its pop.
+const hostileText = "boom \x1b[31mred \x1b]0;owned\x07 \x1b]52;c;ZXZpbA==\x07 \x1b[2J \a \u009b31m \u202Eevil\u202C"
+
+// unsafeOnTerminal matches what must never reach a human's terminal.
+var unsafeOnTerminal = regexp.MustCompile("[\x00-\x08\x0b-\x1f\x7f\u0080-\u009f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+// TestCLI_TerminalEscapesNeutralised: a JSON-RPC error message and an
+// isError result full of terminal escapes reach stderr only as inert text,
+// from run, replay and mcp call; the JSON output keeps them as data.
+func TestCLI_TerminalEscapesNeutralised(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{},
+		mcptest.ToolDef{Name: "rpcerr", Handler: func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+			return nil, &mcptest.RPCError{Code: -32000, Message: hostileText}
+		}},
+		mcptest.ToolDef{Name: "iserr", Handler: func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+			return &mcptest.Result{IsError: true, Content: mcptest.Text(hostileText)}, nil
+		}},
+	)
+	db := filepath.Join(t.TempDir(), "a.db")
+	check := func(what, stderr string) {
+		t.Helper()
+		if !strings.Contains(stderr, "boom") {
+			t.Fatalf("%s: stderr does not carry the server's message: %q", what, stderr)
+		}
+		if loc := unsafeOnTerminal.FindStringIndex(stderr); loc != nil {
+			t.Fatalf("%s: stderr carries %q at %d: %q", what, stderr[loc[0]:loc[1]], loc[0], stderr)
+		}
+	}
+	for _, tool := range []string{"rpcerr", "iserr"} {
+		_, stderr, code := cli(t, "run", hostileWorkflow(t, srv.URL, tool, "at_most_once", 5, 0), "--db", db)
+		if code != 4 {
+			t.Fatalf("run %s: exit %d, want 4: %s", tool, code, stderr)
+		}
+		check("run "+tool, stderr)
+		runID := regexp.MustCompile(`run-[0-9a-f-]{36}`).FindString(stderr)
+		if runID == "" {
+			t.Fatalf("run %s: no run id in %q", tool, stderr)
+		}
+		_, stderr, code = cli(t, "replay", runID, "--db", db)
+		if code != 4 {
+			t.Fatalf("replay %s: exit %d, want 4: %s", tool, code, stderr)
+		}
+		check("replay "+tool, stderr)
+		_, stderr, code = cli(t, "mcp", "call", srv.URL, tool, "--allow-private", "--db", db)
+		if code != 4 {
+			t.Fatalf("mcp call %s: exit %d, want 4: %s", tool, code, stderr)
+		}
+		check("mcp call "+tool, stderr)
+	}
+	// JSON keeps the data as data: the escape is there, escaped by JSON.
+	_, stderr, _ := cli(t, "run", hostileWorkflow(t, srv.URL, "rpcerr", "at_most_once", 5, 0), "--db", db, "--output", "json")
+	if !strings.Contains(stderr, `\u001b[31mred`) {
+		t.Fatalf("json error lost the data: %s", stderr)
+	}
+}
