@@ -47,9 +47,10 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// invalid wraps the load error of a generated (ad-hoc) workflow: exit 3
-// when every problem is a policy refusal of the flags given, else 2. A
-// workflow file that contradicts its own policy is invalid input (2).
+// invalid wraps the load error of a workflow, from a file or generated
+// from flags: exit 3 when every problem is a policy refusal (the file or
+// the flags are fine, the policy forbids them), else 2. One rule for run,
+// check, submit and mcp.
 func invalid(err error) error {
 	var ds workflow.Diagnostics
 	if errors.As(err, &ds) && ds.PolicyOnly() {
@@ -256,6 +257,9 @@ func classify(ctx context.Context, err error) (int, string) {
 	}
 	var ds workflow.Diagnostics
 	if errors.As(err, &ds) {
+		if ds.PolicyOnly() {
+			return workflow.ExitUncertain, ""
+		}
 		return workflow.ExitInvalid, ""
 	}
 	if errors.Is(err, projector.ErrUnknownRun) {

@@ -60,7 +60,7 @@ func (a *app) runCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			wf, err := workflow.Load(args[0])
 			if err != nil {
-				return &exitError{code: workflow.ExitInvalid, err: err}
+				return invalid(err)
 			}
 			inputs, err := f.resolve(wf)
 			if err != nil {

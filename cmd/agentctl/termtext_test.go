@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -65,5 +66,50 @@ func TestCLI_TerminalEscapesNeutralised(t *testing.T) {
 	_, stderr, _ := cli(t, "run", hostileWorkflow(t, srv.URL, "rpcerr", "at_most_once", 5, 0), "--db", db, "--output", "json")
 	if !strings.Contains(stderr, `\u001b[31mred`) {
 		t.Fatalf("json error lost the data: %s", stderr)
+	}
+}
+
+// TestCLI_PolicyRefusalOneExitCode: the same loopback refusal exits 3 (a
+// policy refusal) from run FILE, check FILE, mcp tools and mcp call, and
+// writes nothing.
+func TestCLI_PolicyRefusalOneExitCode(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, mcptest.ToolDef{Name: "a"})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "a.db")
+	wf := filepath.Join(dir, "lb.yaml")
+	src := `apiVersion: agentctl.dev/v1alpha1
+kind: Workflow
+metadata: {name: lb}
+spec:
+  policy:
+    network: {allowedSchemes: [http]}
+  mcpServers:
+    s: {url: "` + srv.URL + `"}
+  actions:
+    a: {kind: mcp.call}
+  tasks:
+    - id: t
+      uses: action:a
+      with: {server: s, tool: a}
+`
+	if err := os.WriteFile(wf, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"run", wf, "--db", db},
+		{"check", wf},
+		{"mcp", "tools", srv.URL, "--db", db},
+		{"mcp", "call", srv.URL, "a", "--db", db},
+	} {
+		_, stderr, code := cli(t, args...)
+		if code != 3 || !strings.Contains(stderr, "loopback") {
+			t.Errorf("%v: exit %d, want 3 naming the loopback refusal: %s", args[:2], code, stderr)
+		}
+	}
+	if st := srv.Stats(); st.Posts+st.Gets+st.Deletes != 0 {
+		t.Fatalf("server saw requests: %+v", st)
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Fatalf("a refused command created the database")
 	}
 }
