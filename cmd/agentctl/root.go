@@ -17,6 +17,7 @@ import (
 	"github.com/agentctl/agentctl/migrations"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // APIVersion is the version of the CLI's JSON envelope.
@@ -51,7 +52,7 @@ func (e *exitError) Unwrap() error { return e.err }
 // when every problem is a policy refusal of the flags given, else 2. A
 // workflow file that contradicts its own policy is invalid input (2).
 func invalid(err error) error {
-	var ds workflow.Diagnostics
+	var ds spec.Diagnostics
 	if errors.As(err, &ds) && ds.PolicyOnly() {
 		return &exitError{code: workflow.ExitUncertain, err: err}
 	}
@@ -253,7 +254,7 @@ func classify(ctx context.Context, err error) (int, string) {
 	if errors.As(err, &we) {
 		return we.Code, we.RunID
 	}
-	var ds workflow.Diagnostics
+	var ds spec.Diagnostics
 	if errors.As(err, &ds) {
 		return workflow.ExitInvalid, ""
 	}
