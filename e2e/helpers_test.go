@@ -20,6 +20,7 @@ import (
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // agentctlBin is the agentctl binary built once by TestMain.
@@ -101,7 +102,7 @@ spec:
 // database; a storage error before run.created fails the test.
 func runWorkflow(tb testing.TB, ctx context.Context, src string, observe func(events.Event)) (*workflow.Result, *events.DB) {
 	tb.Helper()
-	wf, err := workflow.Parse("e2e.yaml", []byte(src))
+	wf, err := spec.Parse("e2e.yaml", []byte(src))
 	if err != nil {
 		tb.Fatalf("parse workflow: %v\n%s", err, src)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 func openDB(tb testing.TB) *events.DB {
@@ -140,7 +141,7 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 		case 1:
 			srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Nth: 1, Status: http.StatusServiceUnavailable})
 		}
-		wf, err := workflow.Parse("random.yaml", []byte(workflowSource(srv.URL, idem, calls)))
+		wf, err := spec.Parse("random.yaml", []byte(workflowSource(srv.URL, idem, calls)))
 		if err != nil {
 			t.Fatalf("workflow %d: %v", i, err)
 		}
@@ -178,7 +179,7 @@ func TestInspect_BoundsStreamEventsAndPayloads(t *testing.T) {
 	srv := mcptest.Start(t, mcptest.Options{}, tools(big)...)
 	db := openDB(t)
 	src := workflowSource(srv.URL, []string{"idempotent", "idempotent"}, []string{"tool: chatty, arguments: {n: 1000}", "tool: big"})
-	wf, err := workflow.Parse("bounds.yaml", []byte(src))
+	wf, err := spec.Parse("bounds.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}

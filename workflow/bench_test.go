@@ -18,6 +18,7 @@ import (
 	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // manyCalls is a workflow of n sequential echo tasks on one server.
@@ -87,7 +88,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 	for _, d := range []events.Durability{events.DurabilityFull, events.DurabilityNormal} {
 		b.Run("c=durable/"+string(d), func(b *testing.B) {
 			db := openBenchDB(b, d)
-			wf, err := workflow.Parse("bench.yaml", []byte(manyCalls(url, b.N)))
+			wf, err := spec.Parse("bench.yaml", []byte(manyCalls(url, b.N)))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -149,7 +150,7 @@ func BenchmarkProgressPersistence(b *testing.B) {
 		// (this VM's speed drifts between minutes); ratio = frames ÷ raw.
 		b.Run("interleaved/"+string(d), func(b *testing.B) {
 			fdb, rdb := openBenchDB(b, d), openBenchDB(b, d)
-			wf, err := workflow.Parse("bench.yaml", []byte(oneCall(srv.URL, "progress", "pure", "{}")))
+			wf, err := spec.Parse("bench.yaml", []byte(oneCall(srv.URL, "progress", "pure", "{}")))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -178,7 +179,7 @@ func BenchmarkProgressPersistence(b *testing.B) {
 		})
 		b.Run("frames/"+string(d), func(b *testing.B) {
 			db := openBenchDB(b, d)
-			wf, err := workflow.Parse("bench.yaml", []byte(oneCall(srv.URL, "progress", "pure", "{}")))
+			wf, err := spec.Parse("bench.yaml", []byte(oneCall(srv.URL, "progress", "pure", "{}")))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -236,7 +237,7 @@ func BenchmarkCallEfficiency(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	wf, err := workflow.Parse("bench.yaml", []byte(manyCalls(url, callsPerRound)))
+	wf, err := spec.Parse("bench.yaml", []byte(manyCalls(url, callsPerRound)))
 	if err != nil {
 		b.Fatal(err)
 	}

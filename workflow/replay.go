@@ -14,6 +14,7 @@ import (
 	"github.com/agentctl/agentctl/internal/canonjson"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // Replay (DESIGN §9) re-runs a recorded workflow against its own evidence.
@@ -75,7 +76,7 @@ func (e *DivergenceError) Unwrap() []error {
 // Replay is everything needed to re-run a recorded run.
 type Replay struct {
 	SourceRunID string
-	Workflow    *Workflow
+	Workflow    *spec.Workflow
 	Inputs      map[string]any
 	Dialer      *ReplayDialer
 }
@@ -89,7 +90,7 @@ func PrepareReplay(ctx context.Context, db *events.DB, sourceRunID string) (*Rep
 		return nil, err
 	}
 	c := d.src.created
-	wf, err := Parse(c.File, []byte(c.Source))
+	wf, err := spec.Parse(c.File, []byte(c.Source))
 	if err != nil {
 		return nil, fmt.Errorf("replay %s: recorded workflow: %w", sourceRunID, err)
 	}

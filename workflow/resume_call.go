@@ -5,13 +5,14 @@ import (
 	"fmt"
 
 	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // resumedCall rebuilds the call of an interrupted attempt from its events:
 // identity, arguments and schema digest from call.prepared, the machine
 // (state and redispatch budget) from its transitions, the tool from the
 // catalog recorded for the session it was prepared on.
-func (rn *run) resumedCall(t TaskSpec, lc *loggedCall) (*call, error) {
+func (rn *run) resumedCall(t spec.TaskSpec, lc *loggedCall) (*call, error) {
 	tool, ok := rn.log.tool(lc)
 	if !ok {
 		return nil, fmt.Errorf("call %s: tool %q is not in the recorded catalog of %s generation %d",

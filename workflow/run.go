@@ -16,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // Exit codes of DESIGN §8; a run records the one it ended with.
@@ -111,7 +112,7 @@ func EffectID(runID, taskID string, attempt, ordinal int, inputDigest string) st
 // Run executes wf with the resolved inputs. A non-nil error means nothing
 // was recorded (storage failure before run.created); otherwise the Result
 // says how the run ended, and Result.Err is an *Error when it did not succeed.
-func (r *Runner) Run(ctx context.Context, wf *Workflow, inputs map[string]any, opts RunOptions) (*Result, error) {
+func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]any, opts RunOptions) (*Result, error) {
 	if opts.Mode == "" {
 		opts.Mode = "run"
 	}
@@ -145,9 +146,9 @@ func (r *Runner) Run(ctx context.Context, wf *Workflow, inputs map[string]any, o
 
 type run struct {
 	r       *Runner
-	wf      *Workflow
+	wf      *spec.Workflow
 	id      string
-	scope   Scope
+	scope   spec.Scope
 	remotes map[string]*remoteState
 	conns   map[string]Conn
 	gens    map[string]int
@@ -157,8 +158,8 @@ type run struct {
 	crashAt crashPoint
 }
 
-func newRun(r *Runner, wf *Workflow, id string, inputs map[string]any) *run {
-	return &run{r: r, wf: wf, id: id, scope: Scope{Inputs: inputs, Tasks: map[string]any{}}, remotes: map[string]*remoteState{},
+func newRun(r *Runner, wf *spec.Workflow, id string, inputs map[string]any) *run {
+	return &run{r: r, wf: wf, id: id, scope: spec.Scope{Inputs: inputs, Tasks: map[string]any{}}, remotes: map[string]*remoteState{},
 		conns: map[string]Conn{}, gens: map[string]int{}, crashAt: parseCrashPoint(r.CrashAfter)}
 }
 
@@ -246,7 +247,7 @@ func (rn *run) execute(ctx context.Context) *Result {
 	}
 	outputs := map[string]any{}
 	if len(rn.wf.Spec.Outputs) > 0 {
-		v, err := Render(rn.wf.Spec.Outputs, rn.scope)
+		v, err := spec.Render(rn.wf.Spec.Outputs, rn.scope)
 		if err != nil {
 			return rn.finish(nil, &Error{RunID: rn.id, Code: ExitFailed, Err: fmt.Errorf("spec.outputs: %w", err)})
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // IdempotencyKeyMeta is the params._meta key that carries a keyed call's
@@ -23,7 +24,7 @@ const IdempotencyKeyMeta = "agentctl.dev/idempotency-key"
 // the log by resume; either way every decision comes from fsm.
 type call struct {
 	rn      *run
-	task    TaskSpec
+	task    spec.TaskSpec
 	attempt int
 	remote  string
 	gen     int          // generation of the session the call is on

@@ -15,6 +15,7 @@ import (
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // openDB opens a fresh event log in a temporary directory.
@@ -45,9 +46,9 @@ spec:
 `, url, idem, tool, args)
 }
 
-func mustParse(tb testing.TB, src string) *workflow.Workflow {
+func mustParse(tb testing.TB, src string) *spec.Workflow {
 	tb.Helper()
-	wf, err := workflow.Parse("test.yaml", []byte(src))
+	wf, err := spec.Parse("test.yaml", []byte(src))
 	if err != nil {
 		tb.Fatalf("parse: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 func (a *app) demoCmd() *cobra.Command {
@@ -44,7 +45,7 @@ database, and prints the outputs and an inspect summary.`,
 				_ = stop(sctx)
 			}()
 			src := bytes.ReplaceAll(examples.Lookup, []byte(examples.DemoURL), []byte(url))
-			wf, err := workflow.Parse(examples.LookupFile, src)
+			wf, err := spec.Parse(examples.LookupFile, src)
 			if err != nil {
 				return &exitError{code: workflow.ExitInvalid, err: err}
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // adhoc holds the flags shared by `mcp tools` and `mcp call`.
@@ -30,7 +31,7 @@ func (f *adhoc) register(cmd *cobra.Command) {
 
 // workflowFor writes the one-task workflow an ad-hoc command records, so that
 // inspect, replay and audit work on it like on any run.
-func (f *adhoc) workflowFor(rawURL, tool, idempotency string, args json.RawMessage) (*workflow.Workflow, error) {
+func (f *adhoc) workflowFor(rawURL, tool, idempotency string, args json.RawMessage) (*spec.Workflow, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
 		return nil, usageErr("URL %q: want an absolute http(s) URL", rawURL)
@@ -90,7 +91,7 @@ func (f *adhoc) workflowFor(rawURL, tool, idempotency string, args json.RawMessa
 		fmt.Fprintf(&b, "  tasks:\n    - id: call\n      uses: action:call\n      with:\n        server: remote\n        tool: %s\n        arguments: %s\n", quote(tool), args)
 		b.WriteString("  outputs:\n    result: \"${{ tasks.call.output }}\"\n")
 	}
-	wf, err := workflow.Parse("adhoc.yaml", []byte(b.String()))
+	wf, err := spec.Parse("adhoc.yaml", []byte(b.String()))
 	if err != nil {
 		if !f.allowPrivate && strings.Contains(err.Error(), "allowPrivate") {
 			err = fmt.Errorf("%w\n(ad hoc: pass --allow-private to allow loopback and private addresses)", err)

@@ -65,7 +65,7 @@ func runCount(t *testing.T, db string) int {
 
 func TestCLI_BadInputCatalogue(t *testing.T) {
 	db, before := seededDB(t)
-	files, err := filepath.Glob("../../workflow/testdata/lang/bad/*.yaml")
+	files, err := filepath.Glob("../../workflow/spec/testdata/lang/bad/*.yaml")
 	if err != nil || len(files) < 30 {
 		t.Fatalf("catalogue has %d files (%v), want ≥ 30", len(files), err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentctl/agentctl/migrations"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // APIVersion is the version of the CLI's JSON envelope.
@@ -52,7 +53,7 @@ func (e *exitError) Unwrap() error { return e.err }
 // the flags are fine, the policy forbids them), else 2. One rule for run,
 // check, submit and mcp.
 func invalid(err error) error {
-	var ds workflow.Diagnostics
+	var ds spec.Diagnostics
 	if errors.As(err, &ds) && ds.PolicyOnly() {
 		return &exitError{code: workflow.ExitUncertain, err: err}
 	}
@@ -255,7 +256,7 @@ func classify(ctx context.Context, err error) (int, string) {
 	if errors.As(err, &we) {
 		return we.Code, we.RunID
 	}
-	var ds workflow.Diagnostics
+	var ds spec.Diagnostics
 	if errors.As(err, &ds) {
 		if ds.PolicyOnly() {
 			return workflow.ExitUncertain, ""

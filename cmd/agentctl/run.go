@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // runFlags are the inputs of `run` (and `demo`).
@@ -24,10 +25,10 @@ func (f *runFlags) register(cmd *cobra.Command) {
 }
 
 // resolve merges --inputs-file and --input and checks them against the workflow.
-func (f *runFlags) resolve(wf *workflow.Workflow) (map[string]any, error) {
+func (f *runFlags) resolve(wf *spec.Workflow) (map[string]any, error) {
 	given := map[string]any{}
 	if f.inputsFile != "" {
-		m, err := workflow.LoadInputsFile(f.inputsFile)
+		m, err := spec.LoadInputsFile(f.inputsFile)
 		if err != nil {
 			return nil, &exitError{code: workflow.ExitInvalid, err: err}
 		}
@@ -36,13 +37,13 @@ func (f *runFlags) resolve(wf *workflow.Workflow) (map[string]any, error) {
 		}
 	}
 	for _, kv := range f.inputs {
-		k, v, err := workflow.ParseInputFlag(kv)
+		k, v, err := spec.ParseInputFlag(kv)
 		if err != nil {
 			return nil, &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--input %q: %w", kv, err)}
 		}
 		given[k] = v
 	}
-	in, err := workflow.ResolveInputs(wf, given)
+	in, err := spec.ResolveInputs(wf, given)
 	if err != nil {
 		return nil, &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("%s: %w", wf.File, err)}
 	}
@@ -58,7 +59,7 @@ func (a *app) runCmd() *cobra.Command {
   agentctl run wf.yaml --inputs-file inputs.json --output json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			wf, err := workflow.Load(args[0])
+			wf, err := spec.Load(args[0])
 			if err != nil {
 				return invalid(err)
 			}
@@ -74,7 +75,7 @@ func (a *app) runCmd() *cobra.Command {
 }
 
 // execRun runs wf and prints its result in the chosen output format.
-func (a *app) execRun(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, opts workflow.RunOptions) error {
+func (a *app) execRun(ctx context.Context, wf *spec.Workflow, inputs map[string]any, opts workflow.RunOptions) error {
 	db, err := a.openDB(ctx)
 	if err != nil {
 		return err

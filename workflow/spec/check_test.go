@@ -1,4 +1,4 @@
-package workflow
+package spec
 
 import (
 	"errors"
@@ -126,7 +126,7 @@ func TestParse_NeedsCycles(t *testing.T) {
 
 func TestParse_Good(t *testing.T) {
 	files, _ := filepath.Glob("testdata/lang/good/*.yaml")
-	examples, _ := filepath.Glob("../examples/*.yaml")
+	examples, _ := filepath.Glob("../../examples/*.yaml")
 	files = append(files, examples...)
 	if len(examples) == 0 {
 		t.Fatal("no examples/*.yaml")
@@ -144,7 +144,7 @@ func TestParse_Good(t *testing.T) {
 }
 
 func TestLoad_Example(t *testing.T) {
-	w, err := Load("../examples/lookup.yaml")
+	w, err := Load("../../examples/lookup.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

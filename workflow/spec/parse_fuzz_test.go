@@ -1,4 +1,4 @@
-package workflow
+package spec
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 // parsed must be usable (order, inputs, rendering) without panicking.
 // Seeds: testdata/fuzz/FuzzParse plus the good, bad and example files.
 func FuzzParse(f *testing.F) {
-	for _, glob := range []string{"testdata/lang/good/*.yaml", "testdata/lang/bad/*.yaml", "../examples/*.yaml"} {
+	for _, glob := range []string{"testdata/lang/good/*.yaml", "testdata/lang/bad/*.yaml", "../../examples/*.yaml"} {
 		files, _ := filepath.Glob(glob)
 		for _, p := range files {
 			if src, err := os.ReadFile(p); err == nil {

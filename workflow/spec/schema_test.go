@@ -1,4 +1,4 @@
-package workflow
+package spec
 
 import (
 	"bytes"
@@ -46,7 +46,7 @@ func yamlToJSONValue(t *testing.T, src []byte) any {
 // TestJSONSchema_Examples validates every examples/*.yaml against JSONSchema().
 func TestJSONSchema_Examples(t *testing.T) {
 	s := compileSchema(t)
-	files, _ := filepath.Glob("../examples/*.yaml")
+	files, _ := filepath.Glob("../../examples/*.yaml")
 	good, _ := filepath.Glob("testdata/lang/good/*.yaml")
 	files = append(files, good...)
 	if len(files) == 0 {

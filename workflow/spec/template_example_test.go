@@ -1,13 +1,13 @@
-package workflow_test
+package spec_test
 
 import (
 	"fmt"
 
-	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 func ExampleRender() {
-	scope := workflow.Scope{
+	scope := spec.Scope{
 		Inputs: map[string]any{"query": "mcp"},
 		Tasks:  map[string]any{"find": map[string]any{"items": []any{map[string]any{"id": 7}}}},
 	}
@@ -15,10 +15,10 @@ func ExampleRender() {
 		"id":    "${{ tasks.find.output.items[0].id }}", // a lone template keeps its type
 		"label": "id ${{ tasks.find.output.items[0].id }} for ${{ inputs.query }}",
 	}
-	out, err := workflow.Render(args, scope)
+	out, err := spec.Render(args, scope)
 	fmt.Printf("%#v %v\n", out.(map[string]any)["id"], err)
 	fmt.Println(out.(map[string]any)["label"])
-	_, err = workflow.Render("${{ tasks.find.output.items[3] }}", scope)
+	_, err = spec.Render("${{ tasks.find.output.items[3] }}", scope)
 	fmt.Println(err)
 	// Output:
 	// 7 <nil>
@@ -38,7 +38,7 @@ spec:
       uses: action:lookup
       with: {server: remote, tool: search, retries: 3}
 `
-	_, err := workflow.Parse("demo.yaml", []byte(src))
+	_, err := spec.Parse("demo.yaml", []byte(src))
 	fmt.Println(err)
 	// Output:
 	// demo.yaml:10:44: spec.tasks[0].with.retries: unknown key "retries" in spec.tasks[0].with; allowed: server, tool, arguments

@@ -1,4 +1,4 @@
-package workflow
+package spec
 
 import (
 	"reflect"
@@ -19,7 +19,7 @@ import (
 //
 // Seeds: testdata/fuzz/FuzzRender. Run it long with
 //
-//	go test ./workflow -run '^$' -fuzz '^FuzzRender$' -fuzztime 10m
+//	go test ./workflow/spec -run '^$' -fuzz '^FuzzRender$' -fuzztime 10m
 func FuzzRender(f *testing.F) {
 	for _, s := range []string{
 		"", "plain", "${{ inputs.q }}", "a${{inputs.q}}b", "$${{ inputs.q }}", "$$${{", "${{", "}}",

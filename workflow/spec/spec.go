@@ -1,4 +1,4 @@
-package workflow
+package spec
 
 // The types in this file are the workflow file format (DESIGN §7). The yaml
 // tags name the keys accepted by the decoder; the json and jsonschema tags

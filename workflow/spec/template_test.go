@@ -1,4 +1,4 @@
-package workflow
+package spec
 
 import (
 	"encoding/json"
