@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/google/uuid"
@@ -66,6 +67,8 @@ type RunOptions struct {
 	Mode        string // "run" (default), "replay", "adhoc"
 	SourceRunID string
 	Command     string
+	// Concurrency, when > 0, overrides spec.concurrency (`run --concurrency N`).
+	Concurrency int
 }
 
 // Result is how a run ended.
@@ -125,6 +128,15 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 		newID = func() string { return NewRunID(prefix) }
 	}
 	rn := newRun(r, wf, newID(), inputs)
+	switch {
+	case opts.Mode == "replay":
+		// A replay sends nothing, so it gains nothing from overlapping
+		// tasks: one at a time makes it deterministic whatever the
+		// interleaving of the source (calls are matched per task).
+		rn.concurrency = 1
+	case opts.Concurrency > 0:
+		rn.concurrency = opts.Concurrency
+	}
 	// Held while the run goes on, so that a resume of it waits its end.
 	unlock, err := r.DB.LockRun(rn.id)
 	if err != nil {
@@ -144,24 +156,60 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 	return res, nil
 }
 
+// run is one task's view of a run (or the run's own, for run-level
+// events): the state the run's tasks share, plus the records this task
+// holds for its next commit. Each task of a concurrent run works on its
+// own fork, so its deferred records ride only with its own commits.
 type run struct {
-	r       *Runner
-	wf      *spec.Workflow
-	id      string
-	scope   spec.Scope
-	remotes map[string]*remoteState
-	conns   map[string]Conn
-	gens    map[string]int
+	*runState
+	// pending are records waiting to commit with this lane's next append.
 	pending []events.Record
+	// waitFor are carries (deferred records of finished tasks this task
+	// needs) that another task's first commit carries: this lane's first
+	// append waits until they are durable, so the tasks it needs are
+	// recorded finished before anything of its own.
+	waitFor []*carry
+	// carrying are the carries this lane's first append commits.
+	carrying []*carry
+	// view is the template scope the task renders with: the outputs of
+	// the tasks that had ended when it started.
+	view spec.Scope
+}
+
+// runState is what the tasks of one run share. mu guards the maps; the
+// rest is set before the tasks start.
+type runState struct {
+	r     *Runner
+	wf    *spec.Workflow
+	id    string
+	scope spec.Scope
+	// concurrency is how many tasks may be in flight at once.
+	concurrency int
+	mu          sync.Mutex
+	remotes     map[string]*remoteState // guarded by mu
+	conns       map[string]Conn         // guarded by mu
+	gens        map[string]int          // guarded by mu
+	opened      []*remoteState          // every session opened, closed at the end; guarded by mu
+	// sessMu serialises opening sessions, so concurrent tasks share one.
+	sessMu sync.Mutex
 	// log is the run as recorded before a resume; nil for a fresh run.
-	log     *runLog
+	log *runLog
+	// obsMu serialises the observer and the crash hook, which see events
+	// in seq order whatever order concurrent commits return in.
+	obsMu   sync.Mutex
+	obsNext int64
+	obsHeld map[int64]events.Event
 	crashAt crashPoint
 }
 
 func newRun(r *Runner, wf *spec.Workflow, id string, inputs map[string]any) *run {
-	return &run{r: r, wf: wf, id: id, scope: spec.Scope{Inputs: inputs, Tasks: map[string]any{}}, remotes: map[string]*remoteState{},
-		conns: map[string]Conn{}, gens: map[string]int{}, crashAt: parseCrashPoint(r.CrashAfter)}
+	return &run{runState: &runState{r: r, wf: wf, id: id, scope: spec.Scope{Inputs: inputs, Tasks: map[string]any{}}, concurrency: wf.TaskConcurrency(),
+		remotes: map[string]*remoteState{}, conns: map[string]Conn{}, gens: map[string]int{}, obsHeld: map[int64]events.Event{},
+		crashAt: parseCrashPoint(r.CrashAfter)}}
 }
+
+// fork returns a new lane of the same run, with nothing pending.
+func (rn *run) fork() *run { return &run{runState: rn.runState} }
 
 // later queues records to commit with the next append: records that need
 // not be durable before anything else happens ride along with the next
@@ -180,6 +228,13 @@ func (rn *run) append(recs ...events.Record) error {
 // last seq is still after (-1: any). Resume uses it so that two processes
 // resuming one run cannot both go on.
 func (rn *run) appendAfter(after int64, recs ...events.Record) error {
+	for _, c := range rn.waitFor {
+		<-c.done
+		if c.err != nil {
+			return fmt.Errorf("a task this one needs was not recorded finished: %w", c.err)
+		}
+	}
+	rn.waitFor = nil
 	if len(rn.pending) > 0 {
 		recs = append(rn.pending, recs...)
 		rn.pending = nil
@@ -191,10 +246,39 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	} else {
 		evs, err = rn.r.DB.AppendAfter(context.Background(), rn.id, after, recs, projector.Apply)
 	}
+	for _, c := range rn.carrying {
+		c.settle(err)
+	}
+	rn.carrying = nil
 	if err != nil {
 		return err
 	}
+	rn.observe(evs)
+	return nil
+}
+
+// observe shows committed events to the observer and the crash hook in seq
+// order: a batch that commits after a later one of another task is held
+// until the gap before it is shown.
+func (rn *run) observe(evs []events.Event) {
+	if len(evs) == 0 || (rn.r.Observe == nil && rn.crashAt.match == "") {
+		return
+	}
+	rn.obsMu.Lock()
+	defer rn.obsMu.Unlock()
+	if rn.obsNext == 0 {
+		rn.obsNext = evs[0].Seq
+	}
 	for _, e := range evs {
+		rn.obsHeld[e.Seq] = e
+	}
+	for {
+		e, ok := rn.obsHeld[rn.obsNext]
+		if !ok {
+			return
+		}
+		delete(rn.obsHeld, rn.obsNext)
+		rn.obsNext++
 		if rn.r.Observe != nil {
 			rn.r.Observe(e)
 		}
@@ -203,7 +287,6 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 			select {} // never returns: the process is gone
 		}
 	}
-	return nil
 }
 
 // crashPoint is the parsed Runner.CrashAfter hook: an event type or a
@@ -237,33 +320,8 @@ func (cp *crashPoint) hit(e events.Event) bool {
 	return cp.seen == cp.nth
 }
 
-func (rn *run) execute(ctx context.Context) *Result {
-	for _, t := range rn.wf.TasksInOrder() {
-		out, fail := rn.runTask(ctx, t)
-		if fail != nil {
-			return rn.finish(nil, fail)
-		}
-		rn.scope.Tasks[t.ID] = out
-	}
-	outputs := map[string]any{}
-	if len(rn.wf.Spec.Outputs) > 0 {
-		v, err := spec.Render(rn.wf.Spec.Outputs, rn.scope)
-		if err != nil {
-			return rn.finish(nil, &Error{RunID: rn.id, Code: ExitFailed, Err: fmt.Errorf("spec.outputs: %w", err)})
-		}
-		if m, ok := v.(map[string]any); ok {
-			outputs = m
-		}
-	}
-	return rn.finish(outputs, nil)
-}
-
 func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
-	for _, rs := range rn.remotes {
-		if rs.sess != nil {
-			_ = rs.sess.Close(context.Background())
-		}
-	}
+	rn.closeSessions()
 	res := &Result{RunID: rn.id, State: StateSucceeded, Outputs: outputs}
 	p := projector.RunFinished{State: StateSucceeded, Outputs: outputs}
 	if fail != nil {

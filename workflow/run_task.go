@@ -92,9 +92,6 @@ func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem 
 		if c, err = rn.newCall(ctx, t, attempt, idem); err != nil {
 			return nil, exitFor(err), err
 		}
-		if c == nil {
-			return nil, ExitFailed, fmt.Errorf("tool %q not found on server %q; available: %s", t.With.Tool, t.With.Server, toolNames(rn.remotes[t.With.Server].catalog))
-		}
 		out, err = c.run(ctx)
 	}
 	if err != nil {
@@ -118,9 +115,9 @@ func checkContract(t spec.TaskSpec, out any) (any, int, error) {
 }
 
 // newCall renders the task's arguments and opens (or reuses) the session;
-// a nil call means the tool is not in the session's catalog.
+// a tool not in the session's catalog fails the task (nothing is sent).
 func (rn *run) newCall(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency) (*call, error) {
-	rendered, err := spec.Render(t.With.Arguments, rn.scope)
+	rendered, err := spec.Render(t.With.Arguments, rn.view)
 	if err != nil {
 		return nil, fmt.Errorf("with.arguments: %w", err)
 	}
@@ -137,7 +134,7 @@ func (rn *run) newCall(ctx context.Context, t spec.TaskSpec, attempt int, idem f
 	}
 	tool, ok := rs.catalog.Find(t.With.Tool)
 	if !ok {
-		return nil, nil
+		return nil, fmt.Errorf("tool %q not found on server %q; available: %s", t.With.Tool, t.With.Server, toolNames(rs.catalog))
 	}
 	return &call{rn: rn, task: t, attempt: attempt, rs: rs, tool: tool, args: args, m: fsm.New(idem)}, nil
 }
@@ -154,24 +151,55 @@ func toolNames(c *transport.Catalog) string {
 	return strings.Join(names, ", ")
 }
 
-// session returns the run's live session with remote, opening one if needed.
+// session returns the run's live session with remote, opening one if
+// needed. Concurrent tasks share it: the first opens it, the others wait
+// and attach.
 func (rn *run) session(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
-	if rs := rn.remotes[remote]; rs != nil {
-		if rs.owner != taskID && !rs.attached[taskID] {
-			rs.attached[taskID] = true
-			ref := projector.SessionRef{Remote: remote, Generation: rs.gen, TaskID: taskID, FromTaskID: rs.owner}
-			rn.later(events.Record{Stream: sessionStream(remote, rs.gen), Type: projector.TypeSessionAttached, Payload: ref})
-		}
+	rn.sessMu.Lock()
+	defer rn.sessMu.Unlock()
+	if rs := rn.current(remote); rs != nil {
+		rn.attach(rs, taskID)
 		return rs, nil
 	}
 	return rn.openSession(ctx, remote, taskID, attempt)
 }
 
+// current is the live session with remote, or nil.
+func (rn *run) current(remote string) *remoteState {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return rn.remotes[remote]
+}
+
+// attach records that taskID uses rs, once per task (sessMu held).
+func (rn *run) attach(rs *remoteState, taskID string) {
+	if rs.owner != taskID && !rs.attached[taskID] {
+		rs.attached[taskID] = true
+		ref := projector.SessionRef{Remote: rs.name, Generation: rs.gen, TaskID: taskID, FromTaskID: rs.owner}
+		rn.later(events.Record{Stream: sessionStream(rs.name, rs.gen), Type: projector.TypeSessionAttached, Payload: ref})
+	}
+}
+
+// retire takes rs out of use after it failed (expired, or a call on it
+// ended ambiguously): the next call opens or finds a newer generation.
+// Calls still in flight on it keep it until they end; it is closed when
+// the run ends.
+func (rn *run) retire(rs *remoteState) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if rn.remotes[rs.name] == rs {
+		delete(rn.remotes, rs.name)
+	}
+}
+
 func sessionStream(remote string, gen int) string { return fmt.Sprintf("session/%s/%d", remote, gen) }
 
-// openSession initializes a new session (the next generation) and lists its tools.
+// openSession initializes a new session (the next generation) and lists
+// its tools. The caller holds sessMu.
 func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
+	rn.mu.Lock()
 	conn := rn.conns[remote]
+	rn.mu.Unlock()
 	if conn == nil {
 		d := rn.r.Dialer
 		if d == nil {
@@ -184,16 +212,24 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 		if conn, err = d.Dial(remote, cfg); err != nil {
 			return nil, err
 		}
+		rn.mu.Lock()
 		rn.conns[remote] = conn
+		rn.mu.Unlock()
 	}
+	rn.mu.Lock()
 	rn.gens[remote]++
 	gen := rn.gens[remote]
+	rn.mu.Unlock()
 	base := projector.Frame{Remote: remote, Generation: gen, TaskID: taskID, Attempt: attempt}
 	sink := rn.sink(sessionStream(remote, gen), base)
 	sess, err := conn.Connect(ctx, sink)
 	if err != nil {
 		return nil, err
 	}
+	rs := &remoteState{name: remote, sess: sess, gen: gen, owner: taskID, attached: map[string]bool{}}
+	rn.mu.Lock()
+	rn.opened = append(rn.opened, rs)
+	rn.mu.Unlock()
 	info := sess.Info()
 	opened := projector.SessionOpened{Remote: remote, URL: rn.wf.Spec.MCPServers[remote].URL, Generation: gen, TaskID: taskID,
 		ProtocolVersion: info.ProtocolVersion, ServerInfo: info.ServerInfo, SessionIDDigest: info.IDDigest}
@@ -215,8 +251,10 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 	if err := rn.append(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionCatalog, Payload: rec}); err != nil {
 		return nil, err
 	}
-	rs := &remoteState{name: remote, sess: sess, gen: gen, catalog: cat, owner: taskID, attached: map[string]bool{}}
+	rs.catalog = cat
+	rn.mu.Lock()
 	rn.remotes[remote] = rs
+	rn.mu.Unlock()
 	return rs, nil
 }
 
