@@ -53,12 +53,23 @@ func tools(big string) []mcptest.ToolDef {
 }
 
 func workflowSource(url string, idem []string, calls []string) string {
+	return graphSource(url, 0, idem, calls, nil)
+}
+
+// graphSource is workflowSource with spec.concurrency (0: absent) and more
+// keys per task (extras[i], a YAML flow mapping's members, may be "").
+// An idem entry may carry more action keys after a comma ("pure, retry: {…}").
+func graphSource(url string, concurrency int, idem []string, calls []string, extras []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: agentctl.dev/v1alpha1
 kind: Workflow
 metadata: {name: random}
 spec:
-  policy:
+`)
+	if concurrency > 0 {
+		fmt.Fprintf(&b, "  concurrency: %d\n", concurrency)
+	}
+	fmt.Fprintf(&b, `  policy:
     networkAllowlist: [127.0.0.1]
     network: {allowedSchemes: [http], allowPrivate: true}
   mcpServers:
@@ -71,6 +82,9 @@ spec:
 	b.WriteString("  tasks:\n")
 	for i, c := range calls {
 		fmt.Fprintf(&b, "    - id: t%d\n      uses: action:a%d\n      with: {server: local, %s}\n", i, i, c)
+		if i < len(extras) && extras[i] != "" {
+			fmt.Fprintf(&b, "      %s\n", extras[i])
+		}
 	}
 	return b.String()
 }
@@ -117,9 +131,23 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 	var runIDs []string
 	for i := range 40 {
 		n := 1 + rng.IntN(4)
-		var idem, calls []string
+		var idem, calls, extras []string
 		for j := range n {
-			idem = append(idem, idems[rng.IntN(len(idems))])
+			// The graph: independent tasks, tasks that let the run go on,
+			// retries after definitive failures.
+			var extra []string
+			if rng.IntN(3) == 0 {
+				extra = append(extra, "needs: []")
+			}
+			if rng.IntN(4) == 0 {
+				extra = append(extra, "continueOnError: true")
+			}
+			extras = append(extras, strings.Join(extra, "\n      "))
+			class := idems[rng.IntN(len(idems))]
+			if rng.IntN(3) == 0 {
+				class += ", retry: {maxAttempts: 2, initialIntervalSeconds: 0.001}"
+			}
+			idem = append(idem, class)
 			switch rng.IntN(6) {
 			case 0:
 				calls = append(calls, fmt.Sprintf("tool: chatty, arguments: {n: %d}", rng.IntN(5)))
@@ -141,7 +169,7 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 		case 1:
 			srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Nth: 1, Status: http.StatusServiceUnavailable})
 		}
-		wf, err := spec.Parse("random.yaml", []byte(workflowSource(srv.URL, idem, calls)))
+		wf, err := spec.Parse("random.yaml", []byte(graphSource(srv.URL, 1+rng.IntN(3), idem, calls, extras)))
 		if err != nil {
 			t.Fatalf("workflow %d: %v", i, err)
 		}
@@ -165,9 +193,23 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		states[st]++
+		var taskStates []string
+		if err := db.SQL().Select(&taskStates, `SELECT state FROM tasks WHERE run_id = ?`, id); err != nil {
+			t.Fatal(err)
+		}
+		for _, ts := range taskStates {
+			states["task "+ts]++
+		}
+		var retried int
+		if err := db.SQL().Get(&retried, `SELECT count(*) FROM tasks WHERE run_id = ? AND attempt > 1`, id); err != nil {
+			t.Fatal(err)
+		}
+		if retried > 0 {
+			states["a retry"]++
+		}
 	}
 	// The random mix must have exercised every ending.
-	for _, st := range []string{"succeeded", "failed", "uncertain"} {
+	for _, st := range []string{"succeeded", "failed", "uncertain", "task skipped", "task failed", "a retry"} {
 		if states[st] == 0 {
 			t.Errorf("no random run ended %s (%v)", st, states)
 		}

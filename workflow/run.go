@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -60,6 +61,13 @@ type Runner struct {
 	CrashAfter string
 	// NewRunID makes run ids; nil = "run-" + UUIDv7.
 	NewRunID func() string
+	// Now is the clock retry schedules are computed with; nil = time.Now.
+	Now func() time.Time
+	// Wait waits before a retry (d may be ≤ 0); nil = a timer honouring ctx.
+	Wait func(ctx context.Context, d time.Duration) error
+	// Jitter, when set, turns a retry's computed wait into the one used
+	// (recorded in task.retry_scheduled, so resume and replay reuse it).
+	Jitter func(time.Duration) time.Duration
 }
 
 // RunOptions describe how a run came to be.
@@ -133,7 +141,7 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 		// A replay sends nothing, so it gains nothing from overlapping
 		// tasks: one at a time makes it deterministic whatever the
 		// interleaving of the source (calls are matched per task).
-		rn.concurrency = 1
+		rn.concurrency, rn.replay = 1, true
 	case opts.Concurrency > 0:
 		rn.concurrency = opts.Concurrency
 	}
@@ -185,6 +193,8 @@ type runState struct {
 	scope spec.Scope
 	// concurrency is how many tasks may be in flight at once.
 	concurrency int
+	// replay: the run answers from a recorded one; retries do not wait.
+	replay bool
 	mu          sync.Mutex
 	remotes     map[string]*remoteState // guarded by mu
 	conns       map[string]Conn         // guarded by mu

@@ -115,7 +115,7 @@ func (c *call) send(ctx context.Context) (any, error) {
 		}
 		c.lastErr = err
 		trigger := triggerFor(ctx, err)
-		if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.Canceled) { // the user's cancel, not a task's timeoutSeconds
 			c.cancelled = true
 		}
 		rec := c.errorRecord(err)

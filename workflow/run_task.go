@@ -27,27 +27,37 @@ type remoteState struct {
 }
 
 // task runs one attempt of a task and returns its output, or the failure
-// that ends the run. prev is the attempt as recorded when resume continues
-// an attempt that was interrupted (its task.started is already in the log);
-// nil starts a new attempt.
-func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *loggedAttempt) (any, *Error) {
+// that ends it. prev is the attempt as recorded when resume continues an
+// attempt that was interrupted (its task.started is already in the log);
+// nil starts a new attempt. A definitive failure that the action's retry
+// policy allows to retry comes back with the schedule of the next attempt,
+// recorded in the same commit as the failure.
+func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *loggedAttempt) (any, *Error, *projector.TaskRetryScheduled) {
 	action := rn.wf.Action(t)
 	idem, err := fsm.ParseIdempotency(action.Class())
 	if err != nil {
-		return nil, &Error{RunID: rn.id, Code: ExitInvalid, Err: fmt.Errorf("task %s: %w", t.ID, err)}
+		return nil, &Error{RunID: rn.id, Code: ExitInvalid, Err: fmt.Errorf("task %s: %w", t.ID, err)}, nil
 	}
 	if prev == nil {
 		started := projector.TaskStarted{TaskID: t.ID, Attempt: attempt, Server: t.With.Server, Tool: t.With.Tool, Action: t.ActionName(), Idempotency: string(idem)}
 		// Committed with the attempt's first protocol step.
 		rn.later(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskStarted, Payload: started})
 	}
-	out, code, err := rn.taskBody(ctx, t, attempt, idem, prev)
-	return rn.finishAttempt(t, attempt, out, code, err)
+	out, code, err, definitive := rn.taskBody(ctx, t, attempt, idem, prev)
+	var next *projector.TaskRetryScheduled
+	if err != nil && definitive {
+		next = rn.retryPlan(ctx, t, attempt, err)
+	}
+	out, fail := rn.finishAttempt(t, attempt, out, code, err, next)
+	if fail != nil && fail.Code == ExitStorage {
+		next = nil
+	}
+	return out, fail, next
 }
 
-// finishAttempt records task.finished and turns a failure into the *Error
-// that ends the run.
-func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error) (any, *Error) {
+// finishAttempt records task.finished (with the next attempt's schedule,
+// if any) and turns a failure into the *Error that ends the task.
+func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error, next *projector.TaskRetryScheduled) (any, *Error) {
 	fin := projector.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
 	if err != nil {
 		fin.State, fin.Error = stateForExit(code), err.Error()
@@ -62,13 +72,14 @@ func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, er
 		rn.later(rec)
 		return out, nil
 	}
-	if aerr := rn.append(rec); aerr != nil {
+	recs := []events.Record{rec}
+	if next != nil {
+		recs = append(recs, events.Record{Stream: taskStream(t.ID, next.Attempt), Type: projector.TypeTaskRetry, Payload: *next})
+	}
+	if aerr := rn.append(recs...); aerr != nil {
 		return nil, rn.storageFail(aerr)
 	}
-	if err != nil {
-		return nil, &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("task %s: %w", t.ID, err)}
-	}
-	return out, nil
+	return nil, &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("task %s: %w", t.ID, err)}
 }
 
 func (rn *run) storageFail(err error) *Error {
@@ -79,18 +90,19 @@ func taskStream(id string, attempt int) string { return fmt.Sprintf("task/%s/%d"
 
 // taskBody makes the attempt's call (a fresh one, or the recorded one of
 // an interrupted attempt) and checks the task's output contract.
-func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (any, int, error) {
+// definitive says the failure is one a retry may follow: the call ended
+// failed (a JSON-RPC error, isError, a 4xx, a schema or output violation:
+// nothing ambiguous), or the output broke the task's contract.
+func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (out any, code int, err error, definitive bool) {
 	var c *call
-	var out any
-	var err error
 	if prev != nil && prev.call != nil {
 		if c, err = rn.resumedCall(t, prev.call); err != nil {
-			return nil, ExitStorage, err
+			return nil, ExitStorage, err, false
 		}
 		out, err = c.resume(ctx, prev.call)
 	} else {
 		if c, err = rn.newCall(ctx, t, attempt, idem); err != nil {
-			return nil, exitFor(err), err
+			return nil, exitFor(err), err, false
 		}
 		out, err = c.run(ctx)
 	}
@@ -99,9 +111,11 @@ func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem 
 		if c.m.State == fsm.Uncertain {
 			err = c.uncertain(err)
 		}
-		return nil, code, err
+		var div *DivergenceError
+		return nil, code, err, c.m.State == fsm.Failed && code == ExitFailed && !errors.As(err, &div)
 	}
-	return checkContract(t, out)
+	out, code, err = checkContract(t, out)
+	return out, code, err, err != nil
 }
 
 // checkContract applies the task's outputSchema to its output.

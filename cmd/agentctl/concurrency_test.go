@@ -66,7 +66,8 @@ type graphTask struct {
 }
 
 // graphWorkflow writes a workflow with actions ok (idempotent), once
-// (unknown) and amo (at_most_once) on url and the given tasks.
+// (unknown), amo (at_most_once) and retrying (idempotent, one retry after
+// 1 s) on url and the given tasks.
 func graphWorkflow(t *testing.T, url string, concurrency int, tasks []graphTask) string {
 	t.Helper()
 	var b strings.Builder
@@ -87,6 +88,7 @@ spec:
     ok: {kind: mcp.call, idempotency: idempotent}
     once: {kind: mcp.call}
     amo: {kind: mcp.call, idempotency: at_most_once}
+    retrying: {kind: mcp.call, idempotency: idempotent, retry: {maxAttempts: 2, initialIntervalSeconds: 1}}
   tasks:
 `, url)
 	for _, tk := range tasks {

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -108,5 +113,60 @@ func crashConcurrent(t *testing.T, idem, point string) {
 		if !slices.Contains(lines, "task.finished "+id+" succeeded") && !slices.Contains(lines, "task.finished "+id+" uncertain") {
 			t.Fatalf("task %s did not end\n%s", id, strings.Join(lines, "\n"))
 		}
+	}
+}
+
+// TestCLI_RetryWaitSurvivesKill: the process is killed right after it
+// recorded a retry's schedule; resume waits what is left of that wait (the
+// next attempt starts no earlier than the recorded notBefore), records no
+// second schedule, and makes the attempt.
+func TestCLI_RetryWaitSurvivesKill(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	calls := 0
+	flaky := mcptest.ToolDef{Name: "flaky", Handler: func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 1 {
+			return nil, errors.New("not yet")
+		}
+		return &mcptest.Result{Content: mcptest.Text("ok"), StructuredContent: map[string]any{"ok": true}}, nil
+	}}
+	srv := mcptest.Start(t, mcptest.Options{}, flaky)
+	wf := graphWorkflow(t, srv.URL, 1, []graphTask{{id: "try", tool: "flaky", action: "retrying"}})
+	db := filepath.Join(t.TempDir(), "a.db")
+	killedAt(t, projector.TypeTaskRetry, "run", wf, "--db", db)
+	runID := runIDs(t, db)[0]
+	code, _, stderr := resumeJSON(t, db, runID)
+	if code != 0 {
+		t.Fatalf("resume exit %d: %s", code, stderr)
+	}
+	var notBefore time.Time
+	var started []string
+	for _, e := range logOf(t, db, runID) {
+		switch e.Type {
+		case projector.TypeTaskRetry:
+			var p projector.TaskRetryScheduled
+			if err := e.Decode(&p); err != nil || !notBefore.IsZero() {
+				t.Fatalf("a second task.retry_scheduled (or undecodable): %v", err)
+			}
+			notBefore, _ = time.Parse(time.RFC3339Nano, p.NotBefore)
+		case projector.TypeTaskStarted:
+			started = append(started, e.CreatedAt)
+		}
+	}
+	if len(started) != 2 {
+		t.Fatalf("%d attempts started, want 2", len(started))
+	}
+	at, _ := time.Parse(time.RFC3339Nano, started[1])
+	if at.Before(notBefore) {
+		t.Fatalf("attempt 2 started at %s, before the recorded notBefore %s", at, notBefore)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 2 {
+		t.Fatalf("server saw %d calls, want 2", calls)
 	}
 }
