@@ -194,12 +194,12 @@ type runState struct {
 	// concurrency is how many tasks may be in flight at once.
 	concurrency int
 	// replay: the run answers from a recorded one; retries do not wait.
-	replay bool
-	mu          sync.Mutex
-	remotes     map[string]*remoteState // guarded by mu
-	conns       map[string]Conn         // guarded by mu
-	gens        map[string]int          // guarded by mu
-	opened      []*remoteState          // every session opened, closed at the end; guarded by mu
+	replay  bool
+	mu      sync.Mutex
+	remotes map[string]*remoteState // guarded by mu
+	conns   map[string]Conn         // guarded by mu
+	gens    map[string]int          // guarded by mu
+	opened  []*remoteState          // every session opened, closed at the end; guarded by mu
 	// sessMu serialises opening sessions, so concurrent tasks share one.
 	sessMu sync.Mutex
 	// log is the run as recorded before a resume; nil for a fresh run.
