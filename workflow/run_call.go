@@ -63,7 +63,7 @@ func (c *call) run(ctx context.Context) (any, error) {
 		prep.IdempotencyKey = c.effectID
 	}
 	if rec, ok := c.rs.sess.(Recorded); ok {
-		prep.SourceRunID, prep.SourceEffectID = rec.SourceRunID(), rec.SourceEffectID(c.task.ID, c.attempt, 1)
+		prep.SourceRunID, prep.SourceEffectID = rec.SourceRunID(), rec.Expect(c.task.ID, c.attempt, 1)
 	}
 	// Committed with the dispatch transition and the request frame.
 	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallPrepared, Payload: prep})
