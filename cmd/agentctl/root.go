@@ -198,6 +198,28 @@ func (a *app) openExisting(ctx context.Context) (*events.DB, error) {
 	return events.Open(ctx, path, a.dbOptions())
 }
 
+// withDB opens (creating) the database for a command that writes, hands
+// it to fn and closes it when fn returns.
+func (a *app) withDB(ctx context.Context, fn func(*events.DB) error) error {
+	db, err := a.openDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
+}
+
+// withExistingDB is withDB for a command that only reads: a missing
+// database is an error, not a new empty one.
+func (a *app) withExistingDB(ctx context.Context, fn func(*events.DB) error) error {
+	db, err := a.openExisting(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
+}
+
 // envelope is the JSON shape of every --output json answer.
 type envelope struct {
 	APIVersion string `json:"apiVersion"`

@@ -76,17 +76,14 @@ func (a *app) runCmd() *cobra.Command {
 
 // execRun runs wf and prints its result in the chosen output format.
 func (a *app) execRun(ctx context.Context, wf *spec.Workflow, inputs map[string]any, opts workflow.RunOptions) error {
-	db, err := a.openDB(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	r := a.runner(db)
-	res, err := r.Run(ctx, wf, inputs, opts)
-	if err != nil {
-		return err
-	}
-	return a.printResult(res)
+	return a.withDB(ctx, func(db *events.DB) error {
+		r := a.runner(db)
+		res, err := r.Run(ctx, wf, inputs, opts)
+		if err != nil {
+			return err
+		}
+		return a.printResult(res)
+	})
 }
 
 // runner builds a workflow.Runner wired to this invocation's output.
