@@ -156,6 +156,8 @@ type run struct {
 	// log is the run as recorded before a resume; nil for a fresh run.
 	log     *runLog
 	crashAt crashPoint
+	// contracts holds the tasks' compiled outputSchemas.
+	contracts contractSchemas
 }
 
 func newRun(r *Runner, wf *spec.Workflow, id string, inputs map[string]any) *run {

@@ -13,7 +13,7 @@ import (
 func (a *app) runsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "List and manage recorded runs",
+		Short: "List recorded runs",
 		Example: `  agentctl runs list
   agentctl runs list --output json | jq '.data[] | select(.state == "failed")'`,
 	}
