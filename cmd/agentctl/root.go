@@ -183,8 +183,9 @@ func (a *app) openDB(ctx context.Context) (*events.DB, error) {
 // dbOptions are the storage options the global flags select.
 func (a *app) dbOptions() events.Options {
 	o := events.Options{Durability: events.Durability(a.durability), BusyTimeout: a.busyTimeout}
-	// Test hook (storage_test.go): cap the database to simulate a full disk.
-	_, _ = fmt.Sscan(os.Getenv("AGENTCTL_TEST_MAX_PAGES"), &o.MaxPageCount)
+	if testHooks.dbOptions != nil {
+		testHooks.dbOptions(&o)
+	}
 	return o
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -88,7 +87,7 @@ func (a *app) execRun(ctx context.Context, wf *spec.Workflow, inputs map[string]
 
 // runner builds a workflow.Runner wired to this invocation's output.
 func (a *app) runner(db *events.DB) *workflow.Runner {
-	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version, CrashAfter: os.Getenv("AGENTCTL_TEST_CRASH_AFTER")}
+	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version}
 	switch a.output {
 	case "jsonl":
 		r.Observe = func(e events.Event) { _ = a.printJSON(a.stdout, "Event", true, e) }
@@ -96,7 +95,23 @@ func (a *app) runner(db *events.DB) *workflow.Runner {
 		a.prog = newProgress(a.stderr, a.color)
 		r.Observe = a.prog.observe
 	}
+	if testHooks.runner != nil {
+		testHooks.runner(r)
+	}
 	return r
+}
+
+// testHooks are set only by this package's tests (TestMain, through
+// hooks_test.go), never by the shipping binary, which reads no test switch
+// from its environment: a stray variable cannot kill a user's run or cap
+// the database.
+var testHooks struct {
+	// runner adjusts every Runner a command builds (the crash matrix
+	// SIGKILLs the process after a chosen event).
+	runner func(*workflow.Runner)
+	// dbOptions adjusts the storage options (a capped database stands in
+	// for a full disk).
+	dbOptions func(*events.Options)
 }
 
 // runResult is the data of a RunResult envelope.
