@@ -137,7 +137,7 @@ func (rn *run) runTask(ctx context.Context, t spec.TaskSpec) (any, *Error) {
 		if err != nil {
 			return rn.finishAttempt(t, a.started.Attempt, nil, ExitFailed, fmt.Errorf("reconciled result: %w", err))
 		}
-		out, code, err := checkContract(t, out)
+		out, code, err := rn.checkContract(t, out)
 		return rn.finishAttempt(t, a.started.Attempt, out, code, err)
 	case a.call != nil && a.call.reconciled != nil && a.call.m.State == fsm.Failed:
 		return rn.task(ctx, t, a.started.Attempt+1, nil)

@@ -6,10 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
-	"syscall"
 
 	"github.com/google/uuid"
 
@@ -51,12 +48,6 @@ type Runner struct {
 	// Observe, when set, sees every event right after it is committed
 	// (progress display, JSONL streaming). It must not block for long.
 	Observe func(events.Event)
-	// CrashAfter is a test hook: the process kills itself with SIGKILL right
-	// after committing the first event of this type, or whose
-	// projector.Describe line is this ("call.transition
-	// prepared->dispatched"); a "#N" suffix picks the Nth such event.
-	// Empty disables it.
-	CrashAfter string
 	// NewRunID makes run ids; nil = "run-" + UUIDv7.
 	NewRunID func() string
 }
@@ -154,13 +145,14 @@ type run struct {
 	gens    map[string]int
 	pending []events.Record
 	// log is the run as recorded before a resume; nil for a fresh run.
-	log     *runLog
-	crashAt crashPoint
+	log *runLog
+	// contracts holds the tasks' compiled outputSchemas.
+	contracts contractSchemas
 }
 
 func newRun(r *Runner, wf *spec.Workflow, id string, inputs map[string]any) *run {
 	return &run{r: r, wf: wf, id: id, scope: spec.Scope{Inputs: inputs, Tasks: map[string]any{}}, remotes: map[string]*remoteState{},
-		conns: map[string]Conn{}, gens: map[string]int{}, crashAt: parseCrashPoint(r.CrashAfter)}
+		conns: map[string]Conn{}, gens: map[string]int{}}
 }
 
 // later queues records to commit with the next append: records that need
@@ -198,43 +190,8 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 		if rn.r.Observe != nil {
 			rn.r.Observe(e)
 		}
-		if rn.crashAt.hit(e) {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // never returns: the process is gone
-		}
 	}
 	return nil
-}
-
-// crashPoint is the parsed Runner.CrashAfter hook: an event type or a
-// projector.Describe line ("call.transition prepared->dispatched"),
-// optionally "#N" for its Nth occurrence in this process (default 1).
-type crashPoint struct {
-	match string
-	nth   int
-	seen  int
-}
-
-func parseCrashPoint(s string) crashPoint {
-	if s == "" {
-		return crashPoint{}
-	}
-	cp := crashPoint{match: s, nth: 1}
-	if i := strings.LastIndexByte(s, '#'); i > 0 {
-		if n, err := strconv.Atoi(s[i+1:]); err == nil && n > 0 {
-			cp.match, cp.nth = s[:i], n
-		}
-	}
-	return cp
-}
-
-// hit reports whether e is the event after which the process must die.
-func (cp *crashPoint) hit(e events.Event) bool {
-	if cp.match == "" || (e.Type != cp.match && projector.Describe(e) != cp.match) {
-		return false
-	}
-	cp.seen++
-	return cp.seen == cp.nth
 }
 
 func (rn *run) execute(ctx context.Context) *Result {

@@ -34,7 +34,7 @@ func (r *Runner) ListTools(ctx context.Context, wf *spec.Workflow, remote string
 	var fail *Error
 	if err != nil {
 		code := exitFor(err)
-		fin.State, fin.Error = stateForExit(code), err.Error()
+		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
 		fail = &Error{RunID: rn.id, Code: code, Err: err}
 	} else {
 		names := make([]string, 0, len(rs.catalog.Tools))

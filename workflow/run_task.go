@@ -50,7 +50,7 @@ func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *log
 func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error) (any, *Error) {
 	fin := projector.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
 	if err != nil {
-		fin.State, fin.Error = stateForExit(code), err.Error()
+		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
 	} else {
 		fin.Output, _ = json.Marshal(out)
 	}
@@ -65,10 +65,7 @@ func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, er
 	if aerr := rn.append(rec); aerr != nil {
 		return nil, rn.storageFail(aerr)
 	}
-	if err != nil {
-		return nil, &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("task %s: %w", t.ID, err)}
-	}
-	return out, nil
+	return nil, &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("task %s: %w", t.ID, err)}
 }
 
 func (rn *run) storageFail(err error) *Error {
@@ -104,13 +101,13 @@ func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem 
 		}
 		return nil, code, err
 	}
-	return checkContract(t, out)
+	return rn.checkContract(t, out)
 }
 
 // checkContract applies the task's outputSchema to its output.
-func checkContract(t spec.TaskSpec, out any) (any, int, error) {
+func (rn *run) checkContract(t spec.TaskSpec, out any) (any, int, error) {
 	if len(t.OutputSchema) > 0 {
-		if err := validateContract(t.OutputSchema, out); err != nil {
+		if err := rn.contracts.validateContract(t.OutputSchema, out); err != nil {
 			return nil, ExitFailed, fmt.Errorf("output contract: %w", err)
 		}
 	}
