@@ -321,7 +321,7 @@ func peekDetail(resp *http.Response) string {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(b, &m) == nil && m.Error.Message != "" {
+	if strictUnmarshal(b, &m) == nil && m.Error.Message != "" {
 		return truncate(m.Error.Message, 256)
 	}
 	return truncate(strings.TrimSpace(strings.Map(func(r rune) rune {

@@ -16,7 +16,20 @@ func TestDecodeFor(t *testing.T) {
 		malforme bool
 	}{
 		{`{"jsonrpc":"2.0","id":7,"result":{}}`, true, "response", false},
-		{`{"result":{},"id":7.0,"jsonrpc":"2.0"}`, true, "response", false},
+		{`{"result":{},"id":7,"jsonrpc":"2.0"}`, true, "response", false},
+		// Ids match exactly as sent (issue 13): 7.0, 7e0 and a float that
+		// rounds to 7 are not 7.
+		{`{"result":{},"id":7.0,"jsonrpc":"2.0"}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7e0,"result":{}}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7.0000000000000001,"result":{}}`, false, "", true},
+		// A member name repeated at any depth makes the message malformed;
+		// names match case-sensitively.
+		{`{"jsonrpc":"2.0","id":7,"result":{"isError":true,"content":[],"isError":false}}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","type":"image"}]}}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7,"result":{},"JSONRPC":"1.0"}`, true, "response", false},
+		{`{"jsonrpc":"2.0","ID":8,"id":7,"result":{}}`, true, "response", false},
+		{`{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"x","MESSAGE":"y"}}`, true, "response", false},
+		{`{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"x","message":"y"}}`, false, "", true},
 		{`{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"x"}}`, true, "response", false},
 		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`, false, "notification", false},
 		{`{"jsonrpc":"2.0","id":7,"method":"ping"}`, false, "server_request", false},

@@ -1,0 +1,36 @@
+package transport
+
+import (
+	"bytes"
+	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Every JSON document a server sends is read strictly, as RFC 7493 (I-JSON)
+// and go-json-experiment read by default: a member name repeated anywhere in
+// the document makes it malformed, and member names match exactly.
+// encoding/json would keep the last of two "isError" members and let
+// "STRUCTUREDCONTENT" fill structuredContent, so a hostile server could show
+// agentctl one value and jq or Python (which read the first) another.
+
+// strictValid reports, as a malformed error, why b is not one valid JSON
+// value without repeated member names.
+func strictValid(b []byte) error {
+	if jsontext.Value(b).IsValid() {
+		return nil
+	}
+	d := jsontext.NewDecoder(bytes.NewReader(b))
+	_, err := d.ReadValue()
+	if err == nil {
+		return malformed("invalid JSON: text after the value")
+	}
+	return malformed("invalid JSON: %s", truncate(strings.TrimPrefix(err.Error(), "jsontext: "), 200))
+}
+
+// strictUnmarshal decodes a JSON value from a server into v: member names
+// match the struct's tags exactly, and a repeated member name is an error.
+func strictUnmarshal(b []byte, v any) error {
+	return jsonv2.Unmarshal(b, v)
+}
