@@ -178,3 +178,27 @@ func TestErrorClassification(t *testing.T) {
 		t.Errorf("KindOf")
 	}
 }
+
+// TestSameID: a number id matches only its token as sent; a string id by
+// its decoded value, whatever escapes the server chose.
+func TestSameID(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{`3`, `3`, true}, {` 3 `, `3`, true}, {`3.0`, `3`, false}, {`3.0000000000000001`, `3`, false}, {`3e0`, `3`, false},
+		{`-0`, `0`, false}, {`"3"`, `3`, false}, {`"a\u0062"`, `"ab"`, true}, {`"\u003c"`, `"<"`, true}, {`"ab"`, `"aB"`, false}, {``, `3`, false},
+	} {
+		if got := sameID(json.RawMessage(tc.a), json.RawMessage(tc.b)); got != tc.same {
+			t.Errorf("sameID(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.same)
+		}
+	}
+}
+
+// TestErrorObjectStrict: the error object's members match exactly.
+func TestErrorObjectStrict(t *testing.T) {
+	m, _, err := decodeFor([]byte(`{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"real","MESSAGE":"forged","Code":5}}`), json.RawMessage(`7`))
+	if err != nil || m.Error == nil || m.Error.Message != "real" || m.Error.Code != -1 {
+		t.Fatalf("decodeFor = %+v, %v; want code -1, message real", m, err)
+	}
+}
