@@ -2,9 +2,13 @@ package transport
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
@@ -162,5 +166,37 @@ func TestHostile_DuplicateInNotification(t *testing.T) {
 	_, err := s.CallTool(context.Background(), CallRequest{Tool: "a"}, nil)
 	if e := wantKind(t, err, KindMalformed); !strings.Contains(e.Error(), "duplicate") {
 		t.Errorf("error = %v", e)
+	}
+}
+
+// TestHostile_DuplicateInErrorBody: an HTTP error body with a repeated
+// member is recorded as text, not as JSON that readers would read apart,
+// and its detail is not taken from either "message".
+func TestHostile_DuplicateInErrorBody(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, okTool("a"))
+	s := connect(t, newClient(t, srv.URL, nil), nil)
+	var rec recorder
+	body := `{"error":{"message":"first","message":"second"}}`
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(body))
+	})
+	x := &exchange{s: s, sink: rec.sink, ctx: context.Background(), id: json.RawMessage("9"), idle: time.NewTimer(time.Hour)}
+	defer x.idle.Stop()
+	w := httptest.NewRecorder()
+	h(w, nil)
+	if d := peekDetail(w.Result()); d != body {
+		t.Errorf("detail = %q, want the body as text", d)
+	}
+	if err := x.httpError(w.Result()); err != nil {
+		t.Fatal(err)
+	}
+	var text struct {
+		Status int    `json:"status"`
+		Text   string `json:"text"`
+	}
+	if fr := rec.all(); len(fr) != 1 || json.Unmarshal(fr[0].Body, &text) != nil || text.Status != 400 || text.Text != body {
+		t.Errorf("frames = %+v, want one http_error frame holding the body as text", fr)
 	}
 }

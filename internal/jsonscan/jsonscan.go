@@ -161,7 +161,11 @@ func PlainInt[T Text](p T, i int) (n, end int, ok bool) {
 	for j < len(p) && (p[j] >= '0' && p[j] <= '9' || p[j] == '-') {
 		j++
 	}
-	if j == i || j >= len(p) || !intDelim(p[j]) || (j-i > 1 && p[i] == '0') {
+	d := i // the first digit
+	if d < j && p[d] == '-' {
+		d++
+	}
+	if j == i || j >= len(p) || !intDelim(p[j]) || (j-d > 1 && p[d] == '0') {
 		return 0, i, false
 	}
 	n, err := strconv.Atoi(string(p[i:j]))
