@@ -21,9 +21,9 @@ import (
 // ids as float64.
 
 // hostileCall runs one tools/call of tool "a" whose response is body (the
-// call's id is 2: initialize took 1) and returns the result, the error and
-// the server's execution count of "a".
-func hostileCall(t *testing.T, jsonMode bool, body string) (*CallResult, error, int) {
+// call's id is 2: initialize took 1) and returns the result, the server's
+// execution count of "a" and the error.
+func hostileCall(t *testing.T, jsonMode bool, body string) (*CallResult, int, error) {
 	t.Helper()
 	srv := mcptest.Start(t, mcptest.Options{JSONResponse: jsonMode}, okTool("a"))
 	srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Body: []byte(body)})
@@ -31,7 +31,7 @@ func hostileCall(t *testing.T, jsonMode bool, body string) (*CallResult, error, 
 	var rec recorder
 	res, err := s.CallTool(context.Background(), CallRequest{Tool: "a"}, rec.sink)
 	checkFramesUTF8(t, rec.all())
-	return res, err, srv.Stats().Executed["a"]
+	return res, srv.Stats().Executed["a"], err
 }
 
 // TestHostile_DuplicateMember: {"isError":true,…,"isError":false} was
@@ -46,7 +46,7 @@ func TestHostile_DuplicateMember(t *testing.T) {
 	} {
 		for _, jsonMode := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/json=%v", tc.name, jsonMode), func(t *testing.T) {
-				res, err, executed := hostileCall(t, jsonMode, tc.body)
+				res, executed, err := hostileCall(t, jsonMode, tc.body)
 				e := wantKind(t, err, KindMalformed)
 				if !e.Sent || !strings.Contains(e.Error(), "duplicate") {
 					t.Errorf("error = %v (sent %v), want a sent call's duplicate-member error", e, e.Sent)
@@ -66,7 +66,7 @@ func TestHostile_CaseFoldedMember(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":2,"result":{"content":[],"structuredContent":{"v":"real"},"STRUCTUREDCONTENT":{"v":"forged"},"IsError":true}}`
 	for _, jsonMode := range []bool{false, true} {
 		t.Run(fmt.Sprintf("json=%v", jsonMode), func(t *testing.T) {
-			res, err, executed := hostileCall(t, jsonMode, body)
+			res, executed, err := hostileCall(t, jsonMode, body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +83,7 @@ func TestHostile_InexactID(t *testing.T) {
 	for _, id := range []string{`2.0000000000000001`, `2.0`, `2e0`, `20e-1`} {
 		for _, jsonMode := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/json=%v", id, jsonMode), func(t *testing.T) {
-				res, err, executed := hostileCall(t, jsonMode, `{"jsonrpc":"2.0","id":`+id+`,"result":{"content":[]}}`)
+				res, executed, err := hostileCall(t, jsonMode, `{"jsonrpc":"2.0","id":`+id+`,"result":{"content":[]}}`)
 				e := wantKind(t, err, KindMalformed)
 				if !strings.Contains(e.Error(), "does not match request id 2") || res != nil || executed != 1 {
 					t.Errorf("error %v, result %+v, executed %d", e, res, executed)
