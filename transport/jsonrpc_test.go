@@ -202,3 +202,18 @@ func TestErrorObjectStrict(t *testing.T) {
 		t.Fatalf("decodeFor = %+v, %v; want code -1, message real", m, err)
 	}
 }
+
+// TestDuplicateMemberMessage: the error names the repeated member and,
+// below the top level, the object that holds it (a JSON pointer).
+func TestDuplicateMemberMessage(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":7,"id":7,"result":{}}`:                                     `duplicate member "id"`,
+		`{"jsonrpc":"2.0","id":7,"result":{"isError":true,"content":[],"isError":false}}`: `duplicate member "isError" in "/result"`,
+		`{"jsonrpc":"2.0","id":7,"result":{"content":[{"a\u001b":1,"a\u001b":2}]}}`:       `duplicate member "a\x1b" in "/result/content/0"`,
+	} {
+		_, _, err := decodeFor([]byte(in), json.RawMessage(`7`))
+		if !errors.Is(err, errMalformed) || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("decodeFor(%s) = %v, want malformed ending %s", in, err, want)
+		}
+	}
+}

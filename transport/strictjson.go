@@ -2,6 +2,8 @@ package transport
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -23,8 +25,16 @@ func strictValid(b []byte) error {
 	}
 	d := jsontext.NewDecoder(bytes.NewReader(b))
 	_, err := d.ReadValue()
-	if err == nil {
+	var se *jsontext.SyntacticError
+	switch {
+	case err == nil:
 		return malformed("invalid JSON: text after the value")
+	case errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName):
+		where := ""
+		if p := se.JSONPointer.Parent(); p != "" {
+			where = fmt.Sprintf(" in %q", truncate(string(p), 100))
+		}
+		return malformed("duplicate member %q%s", truncate(se.JSONPointer.LastToken(), 64), where)
 	}
 	return malformed("invalid JSON: %s", truncate(strings.TrimPrefix(err.Error(), "jsontext: "), 200))
 }
