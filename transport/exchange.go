@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentctl/agentctl/internal/canonjson"
 )
@@ -258,7 +259,7 @@ func (x *exchange) httpError(resp *http.Response) error {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	body := json.RawMessage(b)
-	if len(bytes.TrimSpace(b)) == 0 || checkDepth(b) != nil || strictValid(b) != nil { // kept as JSON only when read strictly
+	if len(bytes.TrimSpace(b)) == 0 || !utf8.Valid(b) || checkDepth(b) != nil || strictValid(b) != nil { // kept as JSON only when read strictly
 		body, _ = json.Marshal(map[string]any{"status": resp.StatusCode, "text": string(b)})
 	}
 	return x.emit(Frame{Dir: "in", Kind: "http_error", Method: x.method, ID: x.id, HTTPStatus: resp.StatusCode, Body: body})

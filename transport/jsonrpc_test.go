@@ -217,3 +217,21 @@ func TestDuplicateMemberMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestLoneSurrogateEscape: strictness is about names and ids; an escaped
+// lone surrogate (JSON.stringify of a string cut inside a pair) is still
+// read, as U+FFFD, as encoding/json read it.
+func TestLoneSurrogateEscape(t *testing.T) {
+	m, isResp, err := decodeFor([]byte(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"cut \ud83d"}],"isError":false}}`), json.RawMessage(`7`))
+	if err != nil || !isResp {
+		t.Fatalf("decodeFor = %v, %v", isResp, err)
+	}
+	var res struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := strictUnmarshal(m.Result, &res); err != nil || len(res.Content) != 1 || res.Content[0].Text != "cut \uFFFD" {
+		t.Errorf("strictUnmarshal = %+v, %v", res, err)
+	}
+}

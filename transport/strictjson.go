@@ -17,13 +17,19 @@ import (
 // "STRUCTUREDCONTENT" fill structuredContent, so a hostile server could show
 // agentctl one value and jq or Python (which read the first) another.
 
+// lenientText keeps one leniency of encoding/json: an escaped lone
+// surrogate ("\ud800", which JavaScript's JSON.stringify writes for a string
+// cut inside a surrogate pair) is read as U+FFFD rather than refused. Raw
+// bytes that are not UTF-8 are refused before (decodeMessage, httpError).
+var lenientText = jsontext.AllowInvalidUTF8(true)
+
 // strictValid reports, as a malformed error, why b is not one valid JSON
 // value without repeated member names.
 func strictValid(b []byte) error {
-	if jsontext.Value(b).IsValid() {
+	if jsontext.Value(b).IsValid(lenientText) {
 		return nil
 	}
-	d := jsontext.NewDecoder(bytes.NewReader(b))
+	d := jsontext.NewDecoder(bytes.NewReader(b), lenientText)
 	_, err := d.ReadValue()
 	var se *jsontext.SyntacticError
 	switch {
@@ -42,5 +48,5 @@ func strictValid(b []byte) error {
 // strictUnmarshal decodes a JSON value from a server into v: member names
 // match the struct's tags exactly, and a repeated member name is an error.
 func strictUnmarshal(b []byte, v any) error {
-	return jsonv2.Unmarshal(b, v)
+	return jsonv2.Unmarshal(b, v, lenientText)
 }
