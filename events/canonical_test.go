@@ -55,3 +55,17 @@ func BenchmarkCanonical(b *testing.B) {
 		_ = canonical("run-0190e5c4-1b7e-7cc3-8b9a-3c5d5f6e7a8b", int64(i), "call/0123456789abcdef", "mcp.notification", payload)
 	}
 }
+
+// TestCanonicalV2MatchesEncodingJSON: the v2 array is encoding/json's
+// [runID, seq, stream, type, payload, createdAt].
+func TestCanonicalV2MatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", "\u2028<&>\"\\\x00", "2026-12-03T13:28:10.123456789Z", "héllo 😀"} {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode([]any{"run-" + s, int64(7), "call/" + s, "t" + s, s, s + "Z"})
+		if got, want := canonicalV2("run-"+s, 7, "call/"+s, "t"+s, s, s+"Z"), bytes.TrimSuffix(buf.Bytes(), []byte("\n")); !bytes.Equal(got, want) {
+			t.Fatalf("canonicalV2(%q):\n got %s\nwant %s", s, got, want)
+		}
+	}
+}

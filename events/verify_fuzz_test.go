@@ -66,7 +66,7 @@ func FuzzVerifyStream(f *testing.F) {
 				t.Fatalf("error at seq %d without a header", ce.Seq)
 			}
 		} else {
-			if h == nil || h.Format != events.AuditFormat {
+			if h == nil || (h.Format != events.AuditFormat && h.Format != events.AuditFormatV1) {
 				t.Fatalf("verified without a valid header: %+v", h)
 			}
 			if n != h.EventCount {
