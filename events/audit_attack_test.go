@@ -294,3 +294,29 @@ func TestAudit_KeyFiles(t *testing.T) {
 		t.Fatal("a public key taken as a signing key")
 	}
 }
+
+// RequireIntact is what resume and replay call before acting: a storage
+// error (exit 5) that names the first bad seq.
+func TestRequireIntact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	db := mustOpen(t, path)
+	appendN(t, db, "run-1", 5)
+	ctx := context.Background()
+	if err := db.RequireIntact(ctx, "run-1"); err != nil {
+		t.Fatalf("intact run: %v", err)
+	}
+	if err := db.RequireIntact(ctx, "run-none"); !errors.Is(err, events.ErrNoRun) {
+		t.Fatalf("unknown run: %v, want ErrNoRun", err)
+	}
+	db.Close()
+	raw := rawDB(t, path)
+	mustExec(t, raw, `DROP TRIGGER events_no_update`)
+	mustExec(t, raw, `UPDATE events SET payload = '{"i":9}' WHERE run_id = 'run-1' AND seq = 2`)
+	raw.Close()
+	err := mustOpen(t, path).RequireIntact(ctx, "run-1")
+	var se *events.Error
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "at seq 2") {
+		t.Fatalf("tampered run: %v, want an *events.Error naming seq 2", err)
+	}
+	wantChainErr(t, err, 2)
+}

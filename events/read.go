@@ -87,18 +87,6 @@ func (db *DB) RunExists(ctx context.Context, runID string) (bool, error) {
 	return n > 0, nil
 }
 
-// VerifyRun recomputes a stored run's chain.
-func (db *DB) VerifyRun(ctx context.Context, runID string) (int64, error) {
-	v := Verifier{RunID: runID}
-	if err := db.Scan(ctx, runID, 0, v.Next); err != nil {
-		return v.Count(), err
-	}
-	if v.Count() == 0 {
-		return 0, fmt.Errorf("%w: %s", ErrNoRun, runID)
-	}
-	return v.Count(), nil
-}
-
 // Bind lets an event read outside this package (a projection rebuild that
 // scans inside its own transaction) decode encrypted payloads with db's key.
 func (db *DB) Bind(e Event) Event {
