@@ -320,3 +320,19 @@ func TestRequireIntact(t *testing.T) {
 	}
 	wantChainErr(t, err, 2)
 }
+
+// The projector never updates an effects row (reconciliations are written
+// once): an UPDATE is refused by a trigger; a rebuild's DELETE is not.
+func TestEffectsRowsAreWrittenOnce(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
+	x := db.SQL()
+	if _, err := x.Exec(`INSERT INTO effects (effect_id, run_id, status, reason, reconciled_at) VALUES ('e1', 'run-1', 'applied', 'operator', 'now')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.Exec(`UPDATE effects SET status = 'not-applied' WHERE effect_id = 'e1'`); err == nil || !strings.Contains(err.Error(), "UPDATE refused") {
+		t.Fatalf("UPDATE effects: %v, want refused", err)
+	}
+	if _, err := x.Exec(`DELETE FROM effects WHERE run_id = 'run-1'`); err != nil {
+		t.Fatalf("a rebuild's DELETE: %v", err)
+	}
+}
