@@ -70,7 +70,11 @@ func ChainHash(version int, e Event) string {
 		h := sha256.New()
 		h.Write([]byte(e.PrevHash))
 		h.Write(canonicalV2(e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt))
-		return chainV2Prefix + hex.EncodeToString(h.Sum(nil))
+		var sum [sha256.Size]byte
+		out := make([]byte, len(chainV2Prefix)+2*sha256.Size)
+		copy(out, chainV2Prefix)
+		hex.Encode(out[len(chainV2Prefix):], h.Sum(sum[:0]))
+		return string(out)
 	}
 	return ""
 }
