@@ -112,3 +112,36 @@ func TestCLI_InspectVerifies(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestCLI_InspectVerifyFindsDeletedTail (issue 13 item 6d in the database):
+// deleting a run's last events leaves a chain that verifies as a shorter
+// run; --verify finds that the projection (events, last_seq, state) says
+// more than the log holds.
+func TestCLI_InspectVerifyFindsDeletedTail(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, chattyTool())
+	db := filepath.Join(t.TempDir(), "a.db")
+	out, stderr, code := cli(t, "run", actWorkflow(t, srv.URL, "idempotent"), "--db", db, "--output", "json")
+	if code != 0 {
+		t.Fatalf("run exit %d: %s", code, stderr)
+	}
+	runID := envelopeData(t, out)["runId"].(string)
+	raw, err := sql.Open("sqlite3", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for _, q := range []string{`DROP TRIGGER events_no_delete`, `DELETE FROM events WHERE run_id = ? AND seq >= (SELECT MAX(seq) - 2 FROM events WHERE run_id = ?)`} {
+		args := []any{}
+		if strings.Contains(q, "?") {
+			args = []any{runID, runID}
+		}
+		if _, err := raw.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, stderr, code := inspectJSON(t, runID, "--db", db, "--verify")
+	if code != 5 || v.Data.ChainVerified == nil || !*v.Data.ChainVerified || v.Data.ProjectionVerified == nil || *v.Data.ProjectionVerified ||
+		!strings.Contains(stderr, "projection differs from the log: runs") {
+		t.Fatalf("deleted tail: exit %d %s %+v", code, stderr, v.Data)
+	}
+}
