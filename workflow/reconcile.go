@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/fsm"
@@ -25,8 +26,12 @@ const (
 
 // UncertainError ends a run whose call may have executed and may not be
 // sent again (DESIGN §2, "uncertain"). Its message tells the operator how
-// to settle it; the run's exit code is ExitUncertain.
+// to settle it, in commands that work as printed; the run's exit code is
+// ExitUncertain (ExitCancelled when the user stopped the run).
 type UncertainError struct {
+	// RunID and EffectID are where the call is settled: for a replay, the
+	// source run and its recorded call (a replay is never resumed, and its
+	// message then equals the source's).
 	RunID    string
 	EffectID string
 	TaskID   string
@@ -36,10 +41,9 @@ type UncertainError struct {
 }
 
 func (e *UncertainError) Error() string {
-	return fmt.Sprintf("call %s of task %s may have executed on %s (%s): %v\n"+
-		"check the server, then: agentctl effects reconcile %s --status applied --result-file R.json"+
-		" | --status not-applied --reason \"...\" and agentctl resume %s",
-		e.EffectID, e.TaskID, e.Server, e.URL, e.Err, e.EffectID, e.RunID)
+	return fmt.Sprintf("call %s of task %s may have executed on %s (%s): %v\n", e.EffectID, e.TaskID, e.Server, e.URL, e.Err) +
+		"check the server, then record what happened (fill in R.json and the reason):\n" + ReconcileHint(e.EffectID) +
+		"\nthen: agentctl resume " + e.RunID
 }
 
 // Unwrap returns the failure that left the call uncertain.
@@ -47,8 +51,17 @@ func (e *UncertainError) Unwrap() error { return e.Err }
 
 // uncertain wraps the failure that left c uncertain with the reconcile how-to.
 func (c *call) uncertain(err error) error {
-	return &UncertainError{RunID: c.rn.id, EffectID: c.effectID, TaskID: c.task.ID, Server: c.remote,
+	ue := &UncertainError{RunID: c.rn.id, EffectID: c.effectID, TaskID: c.task.ID, Server: c.remote,
 		URL: c.rn.wf.Spec.MCPServers[c.remote].URL, Err: err}
+	if c.rs != nil {
+		if rec, ok := c.rs.sess.(Recorded); ok {
+			// The same call as at prepared: Expect names the recorded one.
+			if src := rec.Expect(c.task.ID, c.attempt, 1); src != "" {
+				ue.RunID, ue.EffectID = rec.SourceRunID(), src
+			}
+		}
+	}
+	return ue
 }
 
 // uncertainOf builds the UncertainError of a call as recorded.
@@ -82,6 +95,9 @@ type Reconciled struct {
 	TaskID     string         `json:"taskId"`
 	Status     string         `json:"status"`
 	Transition fsm.Transition `json:"transition"`
+	// StillUncertain are the run's other calls still uncertain: resume
+	// refuses until they are reconciled too.
+	StillUncertain []string `json:"stillUncertain"`
 }
 
 // Reconcile records an operator's verdict on an uncertain call: a
@@ -98,7 +114,7 @@ func Reconcile(ctx context.Context, db *events.DB, rq Reconciliation) (*Reconcil
 	switch rq.Status {
 	case ReconcileApplied:
 		if len(rq.Result) == 0 {
-			return nil, invalid("--status applied needs the call's result (--result-file)")
+			return nil, invalid("--status applied needs the call's result (--result-file R.json)")
 		}
 		if !json.Valid(rq.Result) {
 			return nil, invalid("result is not JSON")
@@ -128,6 +144,10 @@ func Reconcile(ctx context.Context, db *events.DB, rq Reconciliation) (*Reconcil
 	lc := l.calls[rq.EffectID]
 	if lc == nil {
 		return nil, invalid("%w: not in the log of run %s", projector.ErrUnknownCall, runID)
+	}
+	if l.created.Mode == "replay" {
+		return nil, &Error{RunID: runID, Code: ExitInvalid, Err: fmt.Errorf("reconcile %s: refused: run %s is a replay of %s, which is never resumed; "+
+			"settle the source run's call instead (agentctl effects list %s)", rq.EffectID, runID, l.created.SourceRunID, l.created.SourceRunID)}
 	}
 	if lc.m.State != fsm.Uncertain {
 		return nil, &Error{RunID: runID, Code: ExitInvalid,
@@ -161,5 +181,12 @@ func Reconcile(ctx context.Context, db *events.DB, rq Reconciliation) (*Reconcil
 	if _, err := db.Append(ctx, runID, recs, projector.Apply); err != nil {
 		return nil, err
 	}
-	return &Reconciled{RunID: runID, EffectID: rq.EffectID, TaskID: lc.prep.TaskID, Status: rq.Status, Transition: tr}, nil
+	still := []string{}
+	for _, as := range l.attempts {
+		if c := as[len(as)-1].call; c != nil && c != lc && c.m.State == fsm.Uncertain {
+			still = append(still, c.prep.EffectID)
+		}
+	}
+	sort.Strings(still)
+	return &Reconciled{RunID: runID, EffectID: rq.EffectID, TaskID: lc.prep.TaskID, Status: rq.Status, Transition: tr, StillUncertain: still}, nil
 }

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -106,8 +107,11 @@ type replaySource struct {
 }
 
 func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replaySource, error) {
-	ix := &indexer{ctx: ctx, src: &replaySource{db: db, runID: runID, sessions: map[string][]*recSession{},
+	ix := &indexer{ctx: ctx, intact: map[string]bool{}, src: &replaySource{db: db, runID: runID, sessions: map[string][]*recSession{},
 		calls: map[callKey]*recCall{}, byEffect: map[string]*recCall{}, gens: map[string]int{}}}
+	if err := ix.requireIntact(runID); err != nil {
+		return nil, err
+	}
 	seen := false
 	// Scanned, not loaded: only the index (the frames to replay) stays in memory.
 	var stop error // why fn stopped the scan, returned as is
@@ -178,6 +182,9 @@ type indexer struct {
 	ctx      context.Context
 	src      *replaySource
 	finished bool // run.finished was seen
+	// intact are the runs whose chain was verified (the source, and every
+	// run a replay.frames reference names): evidence is read only from them.
+	intact map[string]bool
 	// unsettled are the sessions that have not reached session.catalog:
 	// the next recorded failure (task.finished, a failed reconnect,
 	// run.finished) is theirs.
@@ -305,6 +312,9 @@ func (ix *indexer) replayFrames(e events.Event) error {
 	if err := e.Decode(&r); err != nil {
 		return err
 	}
+	if err := ix.requireIntact(r.SourceRunID); err != nil {
+		return err
+	}
 	if r.EffectID == "" {
 		return ix.sessionFrames(r.Remote, r.Generation).addSpans(r.SourceRunID, r.Spans, r.Count, r.LastHash)
 	}
@@ -329,6 +339,22 @@ func (ix *indexer) replayFrames(e events.Event) error {
 		}
 	}
 	return s.refs.addSpans(r.SourceRunID, r.Spans, r.Count, r.LastHash)
+}
+
+// requireIntact verifies runID's chain once: a replay answers only from
+// evidence that recomputes (events.RequireIntact: exit 5 naming the seq).
+func (ix *indexer) requireIntact(runID string) error {
+	if ix.intact[runID] {
+		return nil
+	}
+	if err := ix.src.db.RequireIntact(ix.ctx, runID); err != nil {
+		if errors.Is(err, events.ErrNoRun) {
+			return fmt.Errorf("%w %q", projector.ErrUnknownRun, runID)
+		}
+		return err
+	}
+	ix.intact[runID] = true
+	return nil
 }
 
 func (ix *indexer) sessionOpened(e events.Event) error {

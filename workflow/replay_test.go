@@ -173,6 +173,14 @@ func normalInspect(t *testing.T, db *events.DB, runID string) (string, *projecto
 	text := strings.ReplaceAll(string(out), runID, "<run>")
 	for i, c := range doc.ProtocolCalls {
 		text = strings.ReplaceAll(text, c.EffectID, fmt.Sprintf("<effect-%d>", i))
+		// A replay's uncertain call is settled in its source: its message
+		// names the source's call and run, as the source's own does.
+		if c.SourceEffectID != nil {
+			text = strings.ReplaceAll(text, *c.SourceEffectID, fmt.Sprintf("<effect-%d>", i))
+		}
+	}
+	if doc.Run.SourceRunID != nil {
+		text = strings.ReplaceAll(text, *doc.Run.SourceRunID, "<run>")
 	}
 	// Copied frames carry the progress token the original run sent.
 	text = progressToken.ReplaceAllString(text, `"progressToken": "<token>"`)

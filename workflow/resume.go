@@ -38,11 +38,29 @@ const ReasonInterrupted = "interrupted: process ended after dispatch"
 //     result; one reconciled as not applied makes the task start a new
 //     attempt (a new call identity and idempotency key).
 //
-// A finished run may be resumed only when it ended uncertain and a
-// reconcile has since settled its uncertain call; otherwise, and for
-// replays, Resume refuses with an *Error of code ExitInvalid and records
-// nothing. As with Run, a non-nil error means nothing was recorded.
+// A finished run may be resumed when it ended uncertain or cancelled and
+// none of its calls is still uncertain (reconcile settles them; a task
+// cancelled before anything was sent gets a new attempt), or when it ended
+// failed and ResumeOptions.RetryFailed is set; otherwise, and for replays,
+// Resume refuses with an *Error of code ExitInvalid and records nothing.
+// A run whose chain does not verify is refused first (events.RequireIntact,
+// a storage error naming the first bad seq). As with Run, a non-nil error
+// means nothing was recorded.
 func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
+	return r.ResumeWith(ctx, runID, ResumeOptions{})
+}
+
+// ResumeOptions widen what Resume picks up again.
+type ResumeOptions struct {
+	// RetryFailed gives every task whose last attempt ended failed (a
+	// definitive failure) a new attempt, and lets a run that finished
+	// failed be resumed. Succeeded tasks keep their recorded output;
+	// uncertain calls still need a reconcile first.
+	RetryFailed bool
+}
+
+// ResumeWith is Resume with options.
+func (r *Runner) ResumeWith(ctx context.Context, runID string, opts ResumeOptions) (*Result, error) {
 	// One writer per run: a second resume, or a resume of a run that is
 	// still going, is refused before it reads anything.
 	unlock, err := r.DB.LockRun(runID)
@@ -53,6 +71,11 @@ func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
+	// The log decides what is sent again: a run whose chain does not
+	// recompute (an edited class, a deleted result) is not acted on.
+	if err := r.DB.RequireIntact(ctx, runID); err != nil && !errors.Is(err, events.ErrNoRun) {
+		return nil, err
+	}
 	l, err := loadRunLog(ctx, r.DB, runID)
 	if err != nil {
 		if errors.Is(err, events.ErrNoRun) {
@@ -68,7 +91,7 @@ func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 	}
 	previous := "running"
 	if l.finished != nil {
-		if err := l.resumable(); err != nil {
+		if err := l.resumable(opts.RetryFailed); err != nil {
 			return refuse("%w", err)
 		}
 		previous = l.finished.State
@@ -80,7 +103,12 @@ func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 	rn := newRun(r, wf, runID, l.created.Inputs)
 	rn.log = l
 	rn.gens = maps.Clone(l.gens)
-	resumed := projector.RunResumed{FromSeq: l.lastSeq, PreviousState: previous, Command: "resume"}
+	l.retryFailed = opts.RetryFailed
+	command := "resume"
+	if opts.RetryFailed {
+		command = "resume --retry-failed"
+	}
+	resumed := projector.RunResumed{FromSeq: l.lastSeq, PreviousState: previous, Command: command}
 	if err := rn.appendAfter(l.lastSeq, events.Record{Stream: "run", Type: projector.TypeRunResumed, Payload: resumed}); err != nil {
 		if errors.Is(err, events.ErrConflict) {
 			return refuse("run %s changed while it was being read (is another resume running?): %w", runID, err)
@@ -90,29 +118,43 @@ func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 	return rn.execute(ctx), nil
 }
 
-// resumable says why a finished run may not be resumed, or nil: it must
-// have ended uncertain, and every task left uncertain must have its call
-// reconciled since.
-func (l *runLog) resumable() error {
-	if l.finished.State != StateUncertain {
-		return fmt.Errorf("run finished %s; only a run left uncertain can be resumed, after its call is reconciled", l.finished.State)
+// resumable says why a finished run may not be resumed, or nil. A run
+// that ended uncertain or cancelled resumes once no call of it is still
+// uncertain (reconciled applied: the recorded result is the task's output;
+// not applied: a new attempt); one that ended failed resumes only with
+// retryFailed; a succeeded one never.
+func (l *runLog) resumable(retryFailed bool) error {
+	switch l.finished.State {
+	case StateUncertain, StateCancelled:
+	case StateFailed:
+		if !retryFailed {
+			return fmt.Errorf("run finished failed; to give its failed tasks a new attempt: agentctl resume %s --retry-failed", l.runID)
+		}
+	default:
+		return fmt.Errorf("run finished %s; there is nothing to resume", l.finished.State)
 	}
-	settled := 0
+	return l.unreconciled()
+}
+
+// unreconciled names the first call of the run still uncertain, with the
+// commands that settle it, or returns nil.
+func (l *runLog) unreconciled() error {
 	for _, as := range l.attempts {
 		a := as[len(as)-1]
-		if a.finished == nil || a.finished.State != StateUncertain || a.call == nil {
-			continue
+		if a.call != nil && a.call.m.State == fsm.Uncertain {
+			return fmt.Errorf("call %s of task %s is still uncertain; check the server, then reconcile it first:\n%s",
+				a.call.prep.EffectID, a.started.TaskID, ReconcileHint(a.call.prep.EffectID))
 		}
-		if a.call.m.State == fsm.Uncertain {
-			return fmt.Errorf("call %s of task %s is still uncertain; reconcile it first (agentctl effects reconcile %s --status applied|not-applied)",
-				a.call.prep.EffectID, a.started.TaskID, a.call.prep.EffectID)
-		}
-		settled++
-	}
-	if settled == 0 {
-		return errors.New("run finished uncertain but no reconciled call was found")
 	}
 	return nil
+}
+
+// ReconcileHint is the two commands that settle an uncertain call, as an
+// operator types them: a verdict needs a reason, an applied one the
+// result. R.json and "…" are the placeholders to fill in.
+func ReconcileHint(effectID string) string {
+	return fmt.Sprintf("  agentctl effects reconcile %s --status applied --result-file R.json --reason \"…\"\n"+
+		"  agentctl effects reconcile %s --status not-applied --reason \"…\"", effectID, effectID)
 }
 
 // runTask runs a task in a fresh run, or decides from the log what is left
@@ -170,6 +212,11 @@ func (rn *run) decideTask(ctx context.Context, t spec.TaskSpec) (any, *Error, *p
 		return nil, nil, a.retry
 	case a.finished.State == StateUncertain && a.call != nil:
 		return nil, &Error{RunID: rn.id, Code: ExitUncertain, Err: fmt.Errorf("task %s: %w", t.ID, rn.uncertainOf(a.call, nil))}, nil
+	case a.finished.State == StateCancelled && (a.call == nil || a.call.m.State == fsm.Cancelled):
+		// Stopped before anything was sent: the resumed run makes the attempt again.
+		return rn.task(ctx, t, a.started.Attempt+1, nil)
+	case a.finished.State == StateFailed && rn.log.retryFailed:
+		return rn.task(ctx, t, a.started.Attempt+1, nil)
 	}
 	code := ExitFailed
 	if a.finished.State == StateCancelled {

@@ -22,6 +22,8 @@ type runLog struct {
 	calls    map[string]*loggedCall
 	gens     map[string]int                               // highest generation per remote
 	catalogs map[string]map[int]*projector.SessionCatalog // remote → generation → tools/list
+	// retryFailed: this resume gives failed tasks a new attempt.
+	retryFailed bool
 }
 
 // loggedAttempt is one task attempt as recorded.

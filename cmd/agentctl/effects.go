@@ -102,7 +102,8 @@ After checking the server yourself, say what happened:
                         workflow then uses as the task's output
   --status not-applied  the call did not execute; resume starts a new task attempt
                         (a new call identity and idempotency key)
-Then run "agentctl resume RUN_ID". A call that is not uncertain is refused.`,
+Then run "agentctl resume RUN_ID" once no call of the run is uncertain. A call that is not
+uncertain is refused, and so is a call of a replay (settle the source run's call).`,
 		Example: `  agentctl effects reconcile 3f2a... --status applied --reason "order 17 exists" --result-file r.json
   agentctl effects reconcile 3f2a... --status not-applied --reason "no order in the shop"`,
 		Args: cobra.ExactArgs(1),
@@ -123,8 +124,13 @@ Then run "agentctl resume RUN_ID". A call that is not uncertain is refused.`,
 				if a.output != "human" {
 					return a.printJSON(a.stdout, "Reconciled", true, rec)
 				}
-				fmt.Fprintf(a.stdout, "call %s of task %s reconciled %s (%s)\nnext: agentctl resume %s\n",
-					rec.EffectID, clean(rec.TaskID), rec.Status, rec.Transition, rec.RunID)
+				fmt.Fprintf(a.stdout, "call %s of task %s reconciled %s (%s)\n", rec.EffectID, clean(rec.TaskID), rec.Status, rec.Transition)
+				if len(rec.StillUncertain) > 0 {
+					fmt.Fprintf(a.stdout, "run %s has %d more uncertain call(s); next, check the server, then:\n%s\n",
+						rec.RunID, len(rec.StillUncertain), workflow.ReconcileHint(rec.StillUncertain[0]))
+					return nil
+				}
+				fmt.Fprintf(a.stdout, "next: agentctl resume %s\n", rec.RunID)
 				return nil
 			})
 		},
