@@ -6,11 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,12 +50,6 @@ type Runner struct {
 	// Observe, when set, sees every event right after it is committed
 	// (progress display, JSONL streaming). It must not block for long.
 	Observe func(events.Event)
-	// CrashAfter is a test hook: the process kills itself with SIGKILL right
-	// after committing the first event of this type, or whose
-	// projector.Describe line is this ("call.transition
-	// prepared->dispatched"); a "#N" suffix picks the Nth such event.
-	// Empty disables it.
-	CrashAfter string
 	// NewRunID makes run ids; nil = "run-" + UUIDv7.
 	NewRunID func() string
 	// Now is the clock retry schedules are computed with; nil = time.Now.
@@ -204,18 +195,18 @@ type runState struct {
 	sessMu sync.Mutex
 	// log is the run as recorded before a resume; nil for a fresh run.
 	log *runLog
-	// obsMu serialises the observer and the crash hook, which see events
-	// in seq order whatever order concurrent commits return in.
+	// obsMu serialises the observer, which sees events in seq order
+	// whatever order concurrent commits return in.
 	obsMu   sync.Mutex
 	obsNext int64
 	obsHeld map[int64]events.Event
-	crashAt crashPoint
+	// contracts holds the tasks' compiled outputSchemas.
+	contracts contractSchemas
 }
 
 func newRun(r *Runner, wf *spec.Workflow, id string, inputs map[string]any) *run {
 	return &run{runState: &runState{r: r, wf: wf, id: id, scope: spec.Scope{Inputs: inputs, Tasks: map[string]any{}}, concurrency: wf.TaskConcurrency(),
-		remotes: map[string]*remoteState{}, conns: map[string]Conn{}, gens: map[string]int{}, obsHeld: map[int64]events.Event{},
-		crashAt: parseCrashPoint(r.CrashAfter)}}
+		remotes: map[string]*remoteState{}, conns: map[string]Conn{}, gens: map[string]int{}, obsHeld: map[int64]events.Event{}}}
 }
 
 // fork returns a new lane of the same run, with nothing pending.
@@ -267,11 +258,10 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	return nil
 }
 
-// observe shows committed events to the observer and the crash hook in seq
-// order: a batch that commits after a later one of another task is held
+// observe shows committed events to the observer in seq order: a batch that commits after a later one of another task is held
 // until the gap before it is shown.
 func (rn *run) observe(evs []events.Event) {
-	if len(evs) == 0 || (rn.r.Observe == nil && rn.crashAt.match == "") {
+	if len(evs) == 0 || rn.r.Observe == nil {
 		return
 	}
 	rn.obsMu.Lock()
@@ -292,42 +282,7 @@ func (rn *run) observe(evs []events.Event) {
 		if rn.r.Observe != nil {
 			rn.r.Observe(e)
 		}
-		if rn.crashAt.hit(e) {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // never returns: the process is gone
-		}
 	}
-}
-
-// crashPoint is the parsed Runner.CrashAfter hook: an event type or a
-// projector.Describe line ("call.transition prepared->dispatched"),
-// optionally "#N" for its Nth occurrence in this process (default 1).
-type crashPoint struct {
-	match string
-	nth   int
-	seen  int
-}
-
-func parseCrashPoint(s string) crashPoint {
-	if s == "" {
-		return crashPoint{}
-	}
-	cp := crashPoint{match: s, nth: 1}
-	if i := strings.LastIndexByte(s, '#'); i > 0 {
-		if n, err := strconv.Atoi(s[i+1:]); err == nil && n > 0 {
-			cp.match, cp.nth = s[:i], n
-		}
-	}
-	return cp
-}
-
-// hit reports whether e is the event after which the process must die.
-func (cp *crashPoint) hit(e events.Event) bool {
-	if cp.match == "" || (e.Type != cp.match && projector.Describe(e) != cp.match) {
-		return false
-	}
-	cp.seen++
-	return cp.seen == cp.nth
 }
 
 func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
