@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"unicode"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -82,18 +81,4 @@ func decodeJSON(b []byte, v any) error {
 		return fmt.Errorf("decode output: %w", err)
 	}
 	return nil
-}
-
-// sanitize neutralises control characters and terminal escapes in remote
-// text before it reaches a human.
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if unicode.IsControl(r) || r == 0x1b {
-			return '�'
-		}
-		return r
-	}, s)
 }
