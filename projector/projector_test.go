@@ -52,47 +52,14 @@ func tools(big string) []mcptest.ToolDef {
 	}
 }
 
-// workflowSource is a workflow named random that makes calls in order:
-// task ti through its own action ai.
-func workflowSource(url string, calls []testkit.Task) string {
-	return graphSource(url, 0, calls, nil)
-}
-
-// graphSource is workflowSource with spec.concurrency (0: absent) and more
-// keys per task (extras[i], YAML lines of the task's mapping, may be "").
-// An Idempotency may carry more action keys after a comma ("pure, retry: {…}").
-func graphSource(url string, concurrency int, calls []testkit.Task, extras []string) string {
-	var b strings.Builder
-	b.WriteString(`apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: random}
-spec:
-`)
-	if concurrency > 0 {
-		fmt.Fprintf(&b, "  concurrency: %d\n", concurrency)
+// workflowSource is a workflow named random that makes calls (in order,
+// unless a call's keys say otherwise): task ti through its own action ai,
+// at spec.concurrency concurrency (0: absent).
+func workflowSource(url string, concurrency int, calls []testkit.Task) string {
+	for i := range calls {
+		calls[i].ID, calls[i].Action = fmt.Sprintf("t%d", i), fmt.Sprintf("a%d", i)
 	}
-	fmt.Fprintf(&b, `  policy:
-    networkAllowlist: [127.0.0.1]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    local: {url: %q, timeoutSeconds: 30}
-  actions:
-`, url)
-	for i, c := range calls {
-		fmt.Fprintf(&b, "    a%d: {kind: mcp.call, idempotency: %s}\n", i, c.Idempotency)
-	}
-	b.WriteString("  tasks:\n")
-	for i, c := range calls {
-		args := ""
-		if c.Arguments != "" {
-			args = ", arguments: " + c.Arguments
-		}
-		fmt.Fprintf(&b, "    - id: t%d\n      uses: action:a%d\n      with: {server: local, tool: %q%s}\n", i, i, c.Tool, args)
-		if i < len(extras) && extras[i] != "" {
-			fmt.Fprintf(&b, "      %s\n", extras[i])
-		}
-	}
-	return b.String()
+	return testkit.Workflow{Name: "random", URL: url, Concurrency: concurrency, Tasks: calls}.YAML()
 }
 
 // snapshot renders every projection row of runID, in a stable order.
@@ -138,23 +105,19 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 	for i := range 40 {
 		n := 1 + rng.IntN(4)
 		var calls []testkit.Task
-		var extras []string
 		for j := range n {
+			c := testkit.Task{Idempotency: idems[rng.IntN(len(idems))]}
 			// The graph: independent tasks, tasks that let the run go on,
 			// retries after definitive failures.
-			var extra []string
 			if rng.IntN(3) == 0 {
-				extra = append(extra, "needs: []")
+				c.Keys = append(c.Keys, "needs: []")
 			}
 			if rng.IntN(4) == 0 {
-				extra = append(extra, "continueOnError: true")
+				c.Keys = append(c.Keys, "continueOnError: true")
 			}
-			extras = append(extras, strings.Join(extra, "\n      "))
-			class := idems[rng.IntN(len(idems))]
 			if rng.IntN(3) == 0 {
-				class += ", retry: {maxAttempts: 2, initialIntervalSeconds: 0.001}"
+				c.Retry = "{maxAttempts: 2, initialIntervalSeconds: 0.001}"
 			}
-			c := testkit.Task{Idempotency: class}
 			switch rng.IntN(6) {
 			case 0:
 				c.Tool, c.Arguments = "chatty", fmt.Sprintf("{n: %d}", rng.IntN(5))
@@ -177,7 +140,7 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 		case 1:
 			srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Nth: 1, Status: http.StatusServiceUnavailable})
 		}
-		wf, err := spec.Parse("random.yaml", []byte(graphSource(srv.URL, 1+rng.IntN(3), calls, extras)))
+		wf, err := spec.Parse("random.yaml", []byte(workflowSource(srv.URL, 1+rng.IntN(3), calls)))
 		if err != nil {
 			t.Fatalf("workflow %d: %v", i, err)
 		}
@@ -228,7 +191,7 @@ func TestInspect_BoundsStreamEventsAndPayloads(t *testing.T) {
 	big := strings.Repeat("é", 3000) // 6000 bytes of text
 	srv := mcptest.Start(t, mcptest.Options{}, tools(big)...)
 	db := openDB(t)
-	src := workflowSource(srv.URL, []testkit.Task{{Idempotency: "idempotent", Tool: "chatty", Arguments: "{n: 1000}"}, {Idempotency: "idempotent", Tool: "big"}})
+	src := workflowSource(srv.URL, 0, []testkit.Task{{Idempotency: "idempotent", Tool: "chatty", Arguments: "{n: 1000}"}, {Idempotency: "idempotent", Tool: "big"}})
 	wf, err := spec.Parse("bounds.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)

@@ -195,14 +195,13 @@ type runState struct {
 	sessMu sync.Mutex
 	// log is the run as recorded before a resume; nil for a fresh run.
 	log *runLog
-	// contracts holds the tasks' compiled outputSchemas (safe for
-	// concurrent tasks).
-	contracts contractSchemas
 	// obsMu serialises the observer, which sees events in seq order
 	// whatever order concurrent commits return in.
 	obsMu   sync.Mutex
 	obsNext int64
 	obsHeld map[int64]events.Event
+	// contracts holds the tasks' compiled outputSchemas.
+	contracts contractSchemas
 }
 
 func newRun(r *Runner, wf *spec.Workflow, id string, inputs map[string]any) *run {
@@ -259,8 +258,7 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	return nil
 }
 
-// observe shows committed events to the observer in seq
-// order: a batch that commits after a later one of another task is held
+// observe shows committed events to the observer in seq order: a batch that commits after a later one of another task is held
 // until the gap before it is shown.
 func (rn *run) observe(evs []events.Event) {
 	if len(evs) == 0 || rn.r.Observe == nil {
