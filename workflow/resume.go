@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"time"
 
 	"github.com/agentctl/agentctl/events"
@@ -99,6 +100,13 @@ func (r *Runner) ResumeWith(ctx context.Context, runID string, opts ResumeOption
 	wf, err := spec.Parse(l.created.File, []byte(l.created.Source))
 	if err != nil {
 		return refuse("recorded workflow: %w", err)
+	}
+	getenv := r.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if ds := wf.UnsetSecrets(getenv); len(ds) > 0 {
+		return refuse("%w", ds)
 	}
 	rn := newRun(r, wf, runID, l.created.Inputs)
 	rn.log = l

@@ -138,6 +138,9 @@ func (a *app) mcpToolsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := requireSecrets(wf); err != nil {
+				return err
+			}
 			return a.withDB(cmd.Context(), func(db *events.DB) error {
 				r := a.runner(db)
 				res, cat, err := r.ListTools(cmd.Context(), wf, "remote")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -80,6 +81,9 @@ func (a *app) runCmd() *cobra.Command {
 
 // execRun runs wf and prints its result in the chosen output format.
 func (a *app) execRun(ctx context.Context, wf *spec.Workflow, inputs map[string]any, opts workflow.RunOptions) error {
+	if err := requireSecrets(wf); err != nil {
+		return err
+	}
 	return a.withDB(ctx, func(db *events.DB) error {
 		r := a.runner(db)
 		res, err := r.Run(ctx, wf, inputs, opts)
@@ -88,6 +92,16 @@ func (a *app) execRun(ctx context.Context, wf *spec.Workflow, inputs map[string]
 		}
 		return a.printResult(res)
 	})
+}
+
+// requireSecrets refuses (exit 2) a workflow whose header secrets name
+// unset environment variables: a local setup mistake, reported with the
+// reference and where it is declared before anything is sent or recorded.
+func requireSecrets(wf *spec.Workflow) error {
+	if ds := wf.UnsetSecrets(os.Getenv); len(ds) > 0 {
+		return &exitError{code: workflow.ExitInvalid, err: ds}
+	}
+	return nil
 }
 
 // runner builds a workflow.Runner wired to this invocation's output.
