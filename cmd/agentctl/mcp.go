@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -25,74 +29,96 @@ type adhoc struct {
 }
 
 func (f *adhoc) register(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVar(&f.headers, "header", nil, "request header as NAME=env:VAR or NAME=file:PATH (a secret reference, never a literal); repeatable")
+	cmd.Flags().StringArrayVar(&f.headers, "header", nil, "request header as NAME=env:VAR, NAME=file:PATH or NAME=VALUE (a literal: visible in the process list, redacted in the log; at least 8 bytes); repeatable")
 	cmd.Flags().IntVar(&f.timeout, "timeout", 60, "inactivity timeout in seconds")
 	cmd.Flags().BoolVar(&f.allowPrivate, "allow-private", false, "allow loopback and private addresses (needed for 127.0.0.1)")
 }
 
-// workflowFor writes the one-task workflow an ad-hoc command records, so that
-// inspect, replay and audit work on it like on any run.
-func (f *adhoc) workflowFor(rawURL, tool, idempotency string, args json.RawMessage) (*spec.Workflow, error) {
+// literalHeaderEnv is the environment variable prefix a literal --header
+// value is handed to the transport through: the recorded workflow names
+// the variable (a secret reference like any other), never the value.
+const literalHeaderEnv = "AGENTCTL_ADHOC_HEADER_"
+
+// minLiteralSecret is the shortest literal --header value (and token of a
+// "Bearer xyz" value) accepted: a shorter one would be redacted wherever
+// its bytes occur in frames, hiding innocent text.
+const minLiteralSecret = 8
+
+// headerRef turns one --header NAME=env:VAR|file:PATH|VALUE into a secret
+// reference. A literal VALUE is put in this process's environment under a
+// fresh name (redacted like any secret) and a warning says that it is
+// visible in the process list.
+func (f *adhoc) headerRef(stderr io.Writer, h string, n int) (string, spec.SecretRefSpec, error) {
+	name, val, ok := strings.Cut(h, "=")
+	if !ok || name == "" || val == "" {
+		return "", spec.SecretRefSpec{}, usageErr("--header %s: want NAME=env:VAR, NAME=file:PATH or NAME=VALUE", strconv.Quote(name))
+	}
+	kind, ref, _ := strings.Cut(val, ":")
+	switch {
+	case kind == "env" && ref != "":
+		return name, spec.SecretRefSpec{Env: ref}, nil
+	case kind == "file" && ref != "":
+		abs, err := filepath.Abs(ref)
+		if err != nil {
+			return "", spec.SecretRefSpec{}, usageErr("--header %s: %w", strconv.Quote(name), err)
+		}
+		return name, spec.SecretRefSpec{File: abs}, nil
+	}
+	fields := strings.Fields(val)
+	if len(val) < minLiteralSecret || len(fields) == 0 || len(fields[len(fields)-1]) < minLiteralSecret {
+		return "", spec.SecretRefSpec{}, usageErr("--header %s: a literal value (or its token) shorter than %d bytes is refused, as it would be redacted wherever those bytes occur; use NAME=env:VAR or NAME=file:PATH",
+			strconv.Quote(name), minLiteralSecret)
+	}
+	env := fmt.Sprintf("%s%d", literalHeaderEnv, n)
+	if err := os.Setenv(env, val); err != nil {
+		return "", spec.SecretRefSpec{}, usageErr("--header %s: %w", strconv.Quote(name), err)
+	}
+	fmt.Fprintf(stderr, "warning: --header %s: a literal value is visible in the process list (ps); it is redacted in the log. Prefer %s=env:VAR or %s=file:PATH\n",
+		clean(name), clean(name), clean(name))
+	return name, spec.SecretRefSpec{Env: env}, nil
+}
+
+// workflowFor builds the one-task workflow an ad-hoc command records, so
+// that inspect, replay, resume and audit work on it like on any run. It is
+// built as a value: the tool's arguments are data (a "${{" in them is sent
+// as is), never template or YAML source.
+func (f *adhoc) workflowFor(stderr io.Writer, rawURL, tool, idempotency string, args map[string]any) (*spec.Workflow, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
 		return nil, usageErr("URL %q: want an absolute http(s) URL", rawURL)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: agentctl.dev/v1alpha1\nkind: Workflow\nmetadata:\n  name: adhoc-%s\nspec:\n", toolOrList(tool))
-	fmt.Fprintf(&b, "  policy:\n    networkAllowlist: [%s]\n", quote(u.Hostname()))
-	var envs, roots []string
-	headers := map[string]string{}
-	for _, h := range f.headers {
-		name, ref, ok := strings.Cut(h, "=")
-		kind, val, ok2 := strings.Cut(ref, ":")
-		if !ok || !ok2 || name == "" || val == "" || (kind != "env" && kind != "file") {
-			return nil, usageErr("--header %q: want NAME=env:VAR or NAME=file:PATH", h)
+	w := spec.Workflow{APIVersion: spec.APIVersion, Kind: "Workflow", Metadata: spec.Metadata{Name: "adhoc-" + toolOrList(tool)}}
+	w.Spec.Policy = spec.PolicySpec{NetworkAllowlist: []string{u.Hostname()},
+		Network: spec.NetworkSpec{AllowedSchemes: []string{u.Scheme}, AllowPrivate: f.allowPrivate}}
+	server := spec.ServerSpec{URL: rawURL, TimeoutSeconds: f.timeout}
+	for i, h := range f.headers {
+		name, ref, err := f.headerRef(stderr, h, i+1)
+		if err != nil {
+			return nil, err
 		}
-		headers[name] = fmt.Sprintf("{%s: %s}", kind, quote(val))
-		switch kind {
-		case "env":
-			envs = append(envs, quote(val))
-		case "file":
-			abs, err := filepath.Abs(val)
-			if err != nil {
-				return nil, usageErr("--header %q: %w", h, err)
-			}
-			roots = append(roots, quote(filepath.Dir(abs)))
-			headers[name] = fmt.Sprintf("{file: %s}", quote(abs))
+		if server.Headers == nil {
+			server.Headers = map[string]spec.SecretRefSpec{}
+		}
+		server.Headers[name] = ref
+		switch {
+		case ref.Env != "" && !slices.Contains(w.Spec.Policy.EnvironmentAllowlist, ref.Env):
+			w.Spec.Policy.EnvironmentAllowlist = append(w.Spec.Policy.EnvironmentAllowlist, ref.Env)
+		case ref.File != "" && !slices.Contains(w.Spec.Policy.SecretFileRoots, filepath.Dir(ref.File)):
+			w.Spec.Policy.SecretFileRoots = append(w.Spec.Policy.SecretFileRoots, filepath.Dir(ref.File))
 		}
 	}
-	if len(envs) > 0 {
-		fmt.Fprintf(&b, "    environmentAllowlist: [%s]\n", strings.Join(envs, ", "))
-	}
-	if len(roots) > 0 {
-		fmt.Fprintf(&b, "    secretFileRoots: [%s]\n", strings.Join(roots, ", "))
-	}
-	fmt.Fprintf(&b, "    network: {allowedSchemes: [%s], allowPrivate: %t}\n", quote(u.Scheme), f.allowPrivate)
-	fmt.Fprintf(&b, "  mcpServers:\n    remote:\n      url: %s\n      timeoutSeconds: %d\n", quote(rawURL), f.timeout)
-	if len(headers) > 0 {
-		names := make([]string, 0, len(headers))
-		for n := range headers {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		b.WriteString("      headers:\n")
-		for _, n := range names {
-			fmt.Fprintf(&b, "        %s: %s\n", quote(n), headers[n])
-		}
-	}
+	w.Spec.MCPServers = map[string]spec.ServerSpec{"remote": server}
 	if tool == "" {
 		// The language needs a task; listing tools runs none of them.
-		b.WriteString("  actions:\n    list: {kind: mcp.call, idempotency: pure}\n")
-		b.WriteString("  tasks:\n    - id: tools\n      uses: action:list\n      with: {server: remote, tool: tools/list}\n")
+		w.Spec.Actions = map[string]spec.ActionSpec{"list": {Kind: "mcp.call", Idempotency: "pure"}}
+		w.Spec.Tasks = []spec.TaskSpec{{ID: "tools", Uses: "action:list", With: spec.TaskWith{Server: "remote", Tool: "tools/list"}}}
 	} else {
-		if len(args) == 0 {
-			args = json.RawMessage("{}")
-		}
-		fmt.Fprintf(&b, "  actions:\n    call: {kind: mcp.call, idempotency: %s}\n", quote(idempotency))
-		fmt.Fprintf(&b, "  tasks:\n    - id: call\n      uses: action:call\n      with:\n        server: remote\n        tool: %s\n        arguments: %s\n", quote(tool), args)
-		b.WriteString("  outputs:\n    result: \"${{ tasks.call.output }}\"\n")
+		w.Spec.Actions = map[string]spec.ActionSpec{"call": {Kind: "mcp.call", Idempotency: idempotency}}
+		lit, _ := spec.Literal(args).(map[string]any)
+		w.Spec.Tasks = []spec.TaskSpec{{ID: "call", Uses: "action:call", With: spec.TaskWith{Server: "remote", Tool: tool, Arguments: lit}}}
+		w.Spec.Outputs = map[string]any{"result": "${{ tasks.call.output }}"}
 	}
-	wf, err := spec.Parse("adhoc.yaml", []byte(b.String()))
+	wf, err := spec.Build("adhoc.json", w)
 	if err != nil {
 		if !f.allowPrivate && strings.Contains(err.Error(), "allowPrivate") {
 			err = fmt.Errorf("%w\n(ad hoc: pass --allow-private to allow loopback and private addresses)", err)
@@ -107,12 +133,6 @@ func toolOrList(tool string) string {
 		return "tools"
 	}
 	return "call"
-}
-
-// quote renders s as a YAML double-quoted (JSON) string.
-func quote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }
 
 func (a *app) mcpCmd() *cobra.Command {
@@ -134,7 +154,7 @@ func (a *app) mcpToolsCmd() *cobra.Command {
 		Example: "  agentctl mcp tools http://127.0.0.1:8765/mcp --allow-private\n  agentctl mcp tools https://mcp.example.com/mcp --header authorization=env:MCP_TOKEN --output json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			wf, err := f.workflowFor(args[0], "", "", nil)
+			wf, err := f.workflowFor(a.stderr, args[0], "", "", nil)
 			if err != nil {
 				return err
 			}
@@ -189,12 +209,16 @@ func (a *app) mcpCallCmd() *cobra.Command {
 				}
 				raw = b
 			}
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.UseNumber() // numbers as sent, not rounded through float64
 			var obj map[string]any
-			if err := json.Unmarshal(raw, &obj); err != nil {
+			if err := dec.Decode(&obj); err != nil || obj == nil || dec.More() {
+				if err == nil {
+					err = fmt.Errorf("not one JSON object")
+				}
 				return usageErr("--args: want a JSON object: %w", err)
 			}
-			compact, _ := json.Marshal(obj)
-			wf, err := f.workflowFor(args[0], args[1], idem, compact)
+			wf, err := f.workflowFor(a.stderr, args[0], args[1], idem, obj)
 			if err != nil {
 				return err
 			}
