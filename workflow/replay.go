@@ -73,6 +73,9 @@ type Replay struct {
 	Workflow    *spec.Workflow
 	Inputs      map[string]any
 	Dialer      *ReplayDialer
+	// Command is the source's run.created command: "mcp tools" runs are
+	// replayed with Runner.ListToolsWith, not Run.
+	Command string
 }
 
 // PrepareReplay loads the workflow source and inputs stored in the source
@@ -88,7 +91,7 @@ func PrepareReplay(ctx context.Context, db *events.DB, sourceRunID string) (*Rep
 	if err != nil {
 		return nil, fmt.Errorf("replay %s: recorded workflow: %w", sourceRunID, err)
 	}
-	return &Replay{SourceRunID: sourceRunID, Workflow: wf, Inputs: d.src.inputs, Dialer: d}, nil
+	return &Replay{SourceRunID: sourceRunID, Workflow: wf, Inputs: d.src.inputs, Dialer: d, Command: c.Command}, nil
 }
 
 // ReplayDialer is a [Dialer] whose sessions answer from a recorded run. It

@@ -123,6 +123,15 @@ func (r *Runner) ResumeWith(ctx context.Context, runID string, opts ResumeOption
 		}
 		return nil, err
 	}
+	if l.created.Command == "mcp tools" {
+		// A listing has no task to run: the session lists again (pure).
+		remote := "remote"
+		for name := range l.created.Servers { // a listing records its one remote
+			remote = name
+		}
+		res, _, err := rn.listTools(ctx, remote, rn.nextAttempt(listToolsTask))
+		return res, err
+	}
 	return rn.execute(ctx), nil
 }
 

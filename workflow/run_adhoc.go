@@ -14,26 +14,48 @@ import (
 // lists its tools (`agentctl mcp tools`). Like Run, a non-nil error means
 // nothing was recorded; otherwise Result says how it ended.
 func (r *Runner) ListTools(ctx context.Context, wf *spec.Workflow, remote string) (*Result, *transport.Catalog, error) {
+	return r.ListToolsWith(ctx, wf, remote, RunOptions{Mode: "adhoc", Command: "mcp tools"})
+}
+
+// ListToolsWith is ListTools with the run's options: a replay of a
+// listing (Mode "replay", Runner.Dialer a ReplayDialer) lists from the
+// source's recorded session, as a replay of a workflow calls from it.
+func (r *Runner) ListToolsWith(ctx context.Context, wf *spec.Workflow, remote string, opts RunOptions) (*Result, *transport.Catalog, error) {
 	newID := r.NewRunID
 	if newID == nil {
-		newID = func() string { return NewRunID("run") }
+		prefix := "run"
+		if opts.Mode == "replay" {
+			prefix = "replay"
+		}
+		newID = func() string { return NewRunID(prefix) }
 	}
 	rn := newRun(r, wf, newID(), nil)
+	rn.replay = opts.Mode == "replay"
 	created := projector.RunCreated{RunID: rn.id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
-		Inputs: map[string]any{}, Mode: "adhoc", Servers: map[string]string{remote: wf.Spec.MCPServers[remote].URL}, Command: "mcp tools"}
+		Inputs: map[string]any{}, Mode: opts.Mode, SourceRunID: opts.SourceRunID, Servers: map[string]string{remote: wf.Spec.MCPServers[remote].URL}, Command: opts.Command}
 	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: created}); err != nil {
 		return nil, nil, err
 	}
-	const taskID = "tools"
-	stream := taskStream(taskID, 1)
-	if err := rn.append(events.Record{Stream: stream, Type: projector.TypeTaskStarted, Payload: projector.TaskStarted{TaskID: taskID, Attempt: 1, Server: remote, Action: "mcp.tools"}}); err != nil {
+	return rn.listTools(ctx, remote, 1)
+}
+
+// listToolsTask is the task id of a listing run.
+const listToolsTask = "tools"
+
+// listTools is the listing's one task, attempt n, then run.finished.
+func (rn *run) listTools(ctx context.Context, remote string, attempt int) (*Result, *transport.Catalog, error) {
+	stream := taskStream(listToolsTask, attempt)
+	if err := rn.append(events.Record{Stream: stream, Type: projector.TypeTaskStarted, Payload: projector.TaskStarted{TaskID: listToolsTask, Attempt: attempt, Server: remote, Action: "mcp.tools"}}); err != nil {
 		return nil, nil, err
 	}
-	rs, err := rn.openSession(ctx, remote, taskID, 1)
-	fin := projector.TaskFinished{TaskID: taskID, Attempt: 1, State: StateSucceeded}
+	rs, err := rn.openSession(ctx, remote, listToolsTask, attempt)
+	fin := projector.TaskFinished{TaskID: listToolsTask, Attempt: attempt, State: StateSucceeded}
 	var fail *Error
 	if err != nil {
 		code := exitFor(err)
+		if ctx.Err() != nil {
+			code = ExitCancelled // stopped (Ctrl-C, a closed stdout): resume lists again
+		}
 		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
 		fail = &Error{RunID: rn.id, Code: code, Err: err}
 	} else {

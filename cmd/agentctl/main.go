@@ -10,6 +10,9 @@ import (
 )
 
 func main() {
+	// A write to a closed stdout returns EPIPE instead of killing the
+	// process with SIGPIPE mid-run: the run then ends recorded (see runner).
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

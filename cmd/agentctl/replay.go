@@ -38,7 +38,13 @@ The replay records its own steps and references the recorded frames it answered 
 				}
 				r := a.runner(db)
 				r.Dialer = rp.Dialer
-				res, err := r.Run(ctx, rp.Workflow, rp.Inputs, workflow.RunOptions{Mode: "replay", SourceRunID: rp.SourceRunID, Command: "replay"})
+				opts := workflow.RunOptions{Mode: "replay", SourceRunID: rp.SourceRunID, Command: "replay"}
+				var res *workflow.Result
+				if rp.Command == "mcp tools" { // a listing: no task to run, the session lists
+					res, _, err = r.ListToolsWith(ctx, rp.Workflow, "remote", opts)
+				} else {
+					res, err = r.Run(ctx, rp.Workflow, rp.Inputs, opts)
+				}
 				if err != nil {
 					return err
 				}

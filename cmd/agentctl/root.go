@@ -36,6 +36,9 @@ type app struct {
 	busyTimeout    time.Duration
 	// prog shows a run's progress in --output human; nil until a run starts.
 	prog *progress
+	// stop cancels the command (its context), with the cause: a closed
+	// stdout ends the run as Ctrl-C does, recorded and resumable.
+	stop context.CancelCauseFunc
 }
 
 // exitError carries an exit code (DESIGN §8) and the run it concerns.
@@ -65,7 +68,9 @@ func usageErr(format string, args ...any) error {
 }
 
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	a := &app{stdout: stdout, stderr: stderr, stop: stop}
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)

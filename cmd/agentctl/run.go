@@ -109,7 +109,18 @@ func (a *app) runner(db *events.DB) *workflow.Runner {
 	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version}
 	switch a.output {
 	case "jsonl":
-		r.Observe = func(e events.Event) { _ = a.printJSON(a.stdout, "Event", true, e) }
+		closed := false
+		r.Observe = func(e events.Event) {
+			if closed {
+				return
+			}
+			if err := a.printJSON(a.stdout, "Event", true, e); err != nil {
+				// The reader went away (EPIPE: `| head`): stop the run as
+				// Ctrl-C would; its end is recorded and it can be resumed.
+				closed = true
+				a.stop(fmt.Errorf("stdout closed: %w", err))
+			}
+		}
 	case "human":
 		a.prog = newProgress(a.stderr, a.color)
 		r.Observe = a.prog.observe
