@@ -1,6 +1,7 @@
 package mcptest
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 )
@@ -35,11 +36,21 @@ type Fault struct {
 	// Last-Event-ID (with Retry) and close, so the stream breaks again.
 	CloseAfterPriming bool
 	Retry             int // retry field of the priming event, milliseconds
+	// AfterPriming, on a POST (SSE): send the priming event (with Retry),
+	// then these raw bytes (e.g. an event with only a retry field), then go
+	// on (or close, with CloseAfterPriming).
+	AfterPriming []byte
 
 	Flood    int64 // SSE: after the priming event, stream this many bytes of log notifications, lazily
 	HugeLine int64 // SSE: after the priming event, stream one data line this long, lazily
 
 	Hang <-chan struct{} // hold the request (after the SSE headers in SSE mode) until closed or the client goes away, then go on
+
+	// Optional, when non-empty, says why this fault may legitimately never
+	// fire (a race the test tolerates); without it, a server made by
+	// [Start] fails the test at cleanup when the fault never fired, so a
+	// test cannot pass by missing its own fault.
+	Optional string
 }
 
 type armedFault struct {
@@ -56,6 +67,26 @@ func (fs *faults) add(f Fault) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.list = append(fs.list, &armedFault{Fault: f})
+}
+
+// unfired returns the faults, not marked Optional, that never fired, with
+// how many requests matched their keys.
+func (fs *faults) unfired() []armedFault {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var out []armedFault
+	for _, f := range fs.list {
+		if f.fired == 0 && f.Optional == "" {
+			out = append(out, *f)
+		}
+	}
+	return out
+}
+
+// String describes the fault's keys and main action, for test failures.
+func (f *armedFault) String() string {
+	return fmt.Sprintf("{HTTPMethod:%q RPCMethod:%q Tool:%q Session:%q Nth:%d Times:%d Status:%d} (matched %d requests)",
+		f.HTTPMethod, f.RPCMethod, f.Tool, f.Session, f.Nth, f.Times, f.Status, f.seen)
 }
 
 // match returns the fault for this request, counting it against every
