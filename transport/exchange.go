@@ -416,6 +416,9 @@ func (x *exchange) readEvents(resp *http.Response) (*message, error) {
 	p := newSSEParser(&limited{r: resp.Body, n: x.s.c.maxBytes}, maxB, maxB)
 	for {
 		ev, err := p.next()
+		if p.retry >= 0 { // a retry field applies when parsed, even in an event with no data that is never dispatched
+			x.retry = p.retry
+		}
 		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, errStreamEnded
 		}
@@ -425,9 +428,6 @@ func (x *exchange) readEvents(resp *http.Response) (*message, error) {
 		x.idle.Reset(x.s.c.timeout)
 		if ev.HasID {
 			x.lastEventID = ev.ID
-		}
-		if ev.Retry >= 0 {
-			x.retry = ev.Retry
 		}
 		if len(bytes.TrimSpace(ev.Data)) == 0 {
 			continue // priming event
