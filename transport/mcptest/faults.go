@@ -1,6 +1,7 @@
 package mcptest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -20,7 +21,7 @@ type Fault struct {
 	Times      int    // fire at most this many times; 0 = once when Nth > 0, else always
 
 	// Actions.
-	Status   int    // answer with this HTTP status and a short text body (e.g. 401, 503, 307)
+	Status   int    // answer with this HTTP status and a short text body, or Body when set (e.g. 401, 503, 307)
 	Location string // Location header for a 3xx Status
 
 	Body        []byte // send these raw bytes instead of the response message (e.g. malformed JSON)
@@ -124,6 +125,16 @@ func (fs *faults) match(httpMethod, rpcMethod, tool, session string) *Fault {
 func writeStatus(w http.ResponseWriter, f *Fault) {
 	if f.Location != "" {
 		w.Header().Set("Location", f.Location)
+	}
+	if f.Body != nil { // the fault's body instead of the short text
+		ct := "text/plain; charset=utf-8"
+		if json.Valid(f.Body) {
+			ct = "application/json"
+		}
+		w.Header().Set("Content-Type", ct)
+		w.WriteHeader(f.Status)
+		_, _ = w.Write(f.Body)
+		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(f.Status)
