@@ -52,35 +52,9 @@ func validate(t Tool, schema, doc []byte, which string, kind Kind) error {
 	if !present(schema) {
 		return fail("no %sSchema", which)
 	}
-	tooComplex := func(err error) error {
-		return &Error{Op: op, Kind: KindSchemaTooComplex, Message: fmt.Sprintf("tool %q: %sSchema is too complex: %v", t.Name, which, err)}
-	}
-	if len(schema) > MaxSchemaBytes {
-		return tooComplex(fmt.Errorf("schema is %d bytes, more than %d", len(schema), MaxSchemaBytes))
-	}
-	if err := checkDepth(schema); err != nil {
-		return tooComplex(fmt.Errorf("schema: %w", err))
-	}
-	if n := countObjects(schema); n > MaxSchemaNodes {
-		return tooComplex(fmt.Errorf("schema has %d objects, more than %d subschemas", n, MaxSchemaNodes))
-	}
-	if err := checkDepth(doc); err != nil {
-		return fail("%v", err)
-	}
-	cs, err := schemas.compile(schema)
+	cs, inst, err := prepare(t.Name, which, op, kind, schema, doc)
 	if err != nil {
-		var tc *schemaTooComplex
-		if errors.As(err, &tc) {
-			return tooComplex(err)
-		}
-		return fail("%v", err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return fail("%s is not JSON: %v", which, err)
-	}
-	if err := checkBudget(cs.sch, cs.graph, doc, inst); err != nil {
-		return tooComplex(err)
+		return err
 	}
 	err = cs.sch.Validate(inst)
 	if err == nil {
@@ -105,6 +79,60 @@ func validate(t Tool, schema, doc []byte, which string, kind Kind) error {
 		parts = append(parts, strings.ReplaceAll(ve.Error(), schemaLoc, ""))
 	}
 	return fail("%s", strings.Join(parts, "; "))
+}
+
+// prepare checks schema and doc against the bounds, compiles the schema
+// and decodes the instance. Over a bound is KindSchemaTooComplex; anything
+// else wrong is kind.
+func prepare(tool, which, op string, kind Kind, schema, doc []byte) (*compiledSchema, any, error) {
+	fail := func(format string, args ...any) error {
+		return &Error{Op: op, Kind: kind, Message: fmt.Sprintf("tool %q: ", tool) + fmt.Sprintf(format, args...)}
+	}
+	tooComplex := func(err error) error {
+		return &Error{Op: op, Kind: KindSchemaTooComplex, Message: fmt.Sprintf("tool %q: %sSchema is too complex: %v", tool, which, err)}
+	}
+	if len(schema) > MaxSchemaBytes {
+		return nil, nil, tooComplex(fmt.Errorf("schema is %d bytes, more than %d", len(schema), MaxSchemaBytes))
+	}
+	if err := checkDepth(schema); err != nil {
+		return nil, nil, tooComplex(fmt.Errorf("schema: %w", err))
+	}
+	if n := countObjects(schema); n > MaxSchemaNodes {
+		return nil, nil, tooComplex(fmt.Errorf("schema has %d objects, more than %d subschemas", n, MaxSchemaNodes))
+	}
+	if err := checkDepth(doc); err != nil {
+		return nil, nil, fail("%v", err)
+	}
+	cs, err := schemas.compile(schema)
+	if err != nil {
+		var tc *schemaTooComplex
+		if errors.As(err, &tc) {
+			return nil, nil, tooComplex(err)
+		}
+		return nil, nil, fail("%v", err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return nil, nil, fail("%s is not JSON: %v", which, err)
+	}
+	if err := checkBudget(cs.sch, cs.graph, doc, inst); err != nil {
+		return nil, nil, tooComplex(err)
+	}
+	return cs, inst, nil
+}
+
+// CheckSchemaBudget returns a KindSchemaTooComplex error when validating
+// doc against schema (JSON Schema 2020-12 by default) may exceed the
+// bounds (MaxSchemaBytes, MaxSchemaNodes, nesting depth,
+// MaxValidationSteps), naming name; otherwise nil, whatever else is wrong
+// with either. It guards validators other than ValidateArguments and
+// ValidateOutput (e.g. a workflow task's outputSchema) before they run.
+func CheckSchemaBudget(name string, schema, doc []byte) error {
+	_, _, err := prepare(name, "output", "validate output", KindInvalidOutput, schema, doc)
+	if KindOf(err) == KindSchemaTooComplex {
+		return err
+	}
+	return nil
 }
 
 // schemaLoc is the location every tool schema is compiled under.

@@ -76,11 +76,18 @@ func TestCLI_SchemaTooComplex(t *testing.T) {
 		Handler: func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
 			return &mcptest.Result{Raw: json.RawMessage(`{"content":[],"structuredContent":` + strings.Repeat("[", 30) + strings.Repeat("]", 30) + `}`)}, nil
 		}}
-	srv := mcptest.Start(t, mcptest.Options{}, mcptest.ToolDef{Name: "doubling", InputSchema: doubling}, nested)
+	plain := nested
+	plain.Name, plain.OutputSchema = "plain", nil
+	srv := mcptest.Start(t, mcptest.Options{}, mcptest.ToolDef{Name: "doubling", InputSchema: doubling}, nested, plain)
 	for _, tc := range []struct {
 		tool, idem string
 		calls      int
-	}{{"doubling", "at_most_once", 0}, {"tree", "idempotent", 1}} {
+		contract   string // the task's own outputSchema (YAML), validated on the remote output
+	}{{"doubling", "at_most_once", 0, ""}, {"tree", "idempotent", 1, ""}, {"plain", "idempotent", 1, `
+      outputSchema:
+        $ref: "#/$defs/n"
+        $defs:
+          n: {oneOf: [{type: array, items: {$ref: "#/$defs/n"}}, {type: array, items: {$ref: "#/$defs/n"}}]}`}} {
 		path := filepath.Join(t.TempDir(), "complex.yaml")
 		src := `apiVersion: agentctl.dev/v1alpha1
 kind: Workflow
@@ -96,13 +103,17 @@ spec:
   tasks:
     - id: t
       uses: action:call
-      with: {server: s, tool: ` + tc.tool + `}
+      with: {server: s, tool: ` + tc.tool + `}` + tc.contract + `
 `
 		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		name := `"` + tc.tool + `"`
+		if tc.contract != "" {
+			name = `"task outputSchema"`
+		}
 		_, stderr, code := cli(t, "run", path, "--db", filepath.Join(t.TempDir(), "a.db"))
-		if code != 4 || !strings.Contains(stderr, "schema_too_complex") || !strings.Contains(stderr, `"`+tc.tool+`"`) {
+		if code != 4 || !strings.Contains(stderr, "schema_too_complex") || !strings.Contains(stderr, name) {
 			t.Errorf("%s: exit %d, stderr %q; want exit 4 naming the tool and schema_too_complex", tc.tool, code, stderr)
 		}
 		if got := srv.Stats().Calls[tc.tool]; got != tc.calls {
