@@ -198,6 +198,7 @@ func TestReplay_EqualsSourceWithoutNetwork(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := mcptest.NewServer(mcptest.Options{JSONResponse: tc.json}, searchTools(3, tc.getErr)...)
+			t.Cleanup(func() { srv.CheckFaults(t) }) // closed early to block the network; its faults must still have fired
 			if tc.fault != nil {
 				srv.Inject(*tc.fault)
 			}
