@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -119,5 +122,117 @@ spec:
 		if got := srv.Stats().Calls[tc.tool]; got != tc.calls {
 			t.Errorf("%s: server saw %d tools/call, want %d", tc.tool, got, tc.calls)
 		}
+	}
+}
+
+// kanaryToken is issue 13's credential; servers echo it escaped.
+const kanaryToken = "Bearer Kan4ry/Tok3n-QQ7"
+
+var jsonEscape = regexp.MustCompile(`\\u[0-9a-fA-F]{4}|\\/`)
+
+// leakedPrefix returns the longest prefix (8 bytes or more) of the token
+// found in s once its JSON escapes are decoded, or "".
+func leakedPrefix(s string) string {
+	dec := jsonEscape.ReplaceAllStringFunc(s, func(e string) string {
+		if e == `\/` {
+			return "/"
+		}
+		n, _ := strconv.ParseUint(e[2:], 16, 16)
+		return string(rune(n))
+	})
+	for _, form := range []string{kanaryToken, "Kan4ry/Tok3n-QQ7"} {
+		for n := len(form); n >= 8; n-- {
+			if strings.Contains(dec, form[:n]) {
+				return form[:n]
+			}
+		}
+	}
+	return ""
+}
+
+// TestCLI_EscapedSecretsNeverLeak: a server echoing the credential with
+// "\/" (PHP's default) or every character \u-escaped, and a JSON-RPC error
+// of 1,002 'x' then the token (cut at 1,024 bytes), leaked it, whole or
+// minus its last byte, to task.finished, run --output jsonl, audit export,
+// stderr and inspect. No prefix of 8 bytes or more may appear anywhere.
+func TestCLI_EscapedSecretsNeverLeak(t *testing.T) {
+	echo := mcptest.ToolDef{Name: "echo", Handler: func(_ context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+		a := c.Header.Get("Authorization")
+		var all strings.Builder
+		for _, r := range a {
+			fmt.Fprintf(&all, `\u%04x`, r)
+		}
+		slash := strings.ReplaceAll(a, "/", `\/`)
+		return &mcptest.Result{Raw: json.RawMessage(`{"content":[{"type":"text","text":"` + slash + `"}],"structuredContent":{"php":"` + slash + `","all":"` + all.String() + `","ok":true}}`)}, nil
+	}}
+	fail := mcptest.ToolDef{Name: "fail", Handler: func(_ context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+		return nil, &mcptest.RPCError{Code: -32000, Message: strings.Repeat("x", 1002) + c.Header.Get("Authorization")}
+	}}
+	srv := mcptest.Start(t, mcptest.Options{}, echo, fail)
+	t.Setenv("MCP_TOKEN", kanaryToken)
+	db := filepath.Join(t.TempDir(), "a.db")
+	check := func(what, s string) {
+		t.Helper()
+		if p := leakedPrefix(s); p != "" {
+			t.Errorf("%s leaks %q", what, p)
+		}
+	}
+	var runIDs []string
+	for _, tc := range []struct {
+		tool, output string
+		code         int
+	}{{"echo", "jsonl", 0}, {"echo", "json", 0}, {"fail", "human", 4}, {"fail", "jsonl", 4}} {
+		path := filepath.Join(t.TempDir(), "echo.yaml")
+		src := `apiVersion: agentctl.dev/v1alpha1
+kind: Workflow
+metadata: {name: echo}
+spec:
+  policy:
+    networkAllowlist: [127.0.0.1]
+    environmentAllowlist: [MCP_TOKEN]
+    network: {allowedSchemes: [http], allowPrivate: true}
+  mcpServers:
+    s:
+      url: ` + srv.URL + `
+      headers:
+        authorization: {env: MCP_TOKEN}
+  actions:
+    call: {kind: mcp.call, idempotency: at_most_once}
+  tasks:
+    - id: t
+      uses: action:call
+      with: {server: s, tool: ` + tc.tool + `}
+  outputs:
+    echoed: "${{ tasks.t.output }}"
+`
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, code := cli(t, "run", path, "--db", db, "--output", tc.output)
+		if code != tc.code {
+			t.Fatalf("run %s: exit %d, want %d: %s", tc.tool, code, tc.code, stderr)
+		}
+		what := "run " + tc.tool + " --output " + tc.output
+		check(what+" stdout", out)
+		check(what+" stderr", stderr)
+		if !strings.Contains(out+stderr, transport.Redacted) {
+			t.Errorf("%s: no redaction marker: the echo did not reach the output (stdout %q, stderr %q)", what, out, stderr)
+		}
+		runIDs = append(runIDs, lastRunID(t, db))
+	}
+	for _, id := range runIDs {
+		for _, args := range [][]string{{"inspect", id, "--output", "json"}, {"inspect", id}} {
+			out, stderr, _ := cli(t, append(args, "--db", db)...)
+			check(strings.Join(args, " "), out+stderr)
+		}
+		file := filepath.Join(t.TempDir(), "audit.jsonl")
+		if _, stderr, code := cli(t, "audit", "export", id, "-o", file, "--db", db); code != 0 {
+			t.Fatalf("audit export: exit %d %s", code, stderr)
+		}
+		b, _ := os.ReadFile(file)
+		check("audit export", string(b))
+	}
+	for suffix, b := range dbFiles(t, db) {
+		check("database a.db"+suffix, string(b))
 	}
 }
