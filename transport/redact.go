@@ -83,7 +83,7 @@ func (r *redactor) cut(s string, n int) string {
 // scrubbed, returned as one JSON string.
 func (r *redactor) json(b []byte) json.RawMessage {
 	vals := r.snapshot()
-	if len(vals) == 0 || len(b) == 0 {
+	if len(vals) == 0 || len(b) == 0 || !suspect(b, vals) {
 		return slices.Clone(b) // b may be a reused read buffer
 	}
 	if !json.Valid(b) {
@@ -173,6 +173,9 @@ func redactStringEnd(b []byte, i int) int {
 // scrubToken returns the scrubbed form of one JSON string token (quotes
 // included), or nil when nothing had to change.
 func scrubToken(tok []byte, vals []string, level int) []byte {
+	if !suspect(tok, vals) {
+		return nil
+	}
 	inner := string(tok[1 : len(tok)-1])
 	red := scrub(inner, vals)
 	if red != inner {
@@ -207,6 +210,9 @@ func scrubToken(tok []byte, vals []string, level int) []byte {
 // JSON escape sequences of s are decoded, and every prefix of a value of
 // at least MinSecretBytes that ends right before cutMark.
 func scrub(s string, vals []string) string {
+	if !strings.Contains(s, `\`) && !strings.Contains(s, cutMark) && !containsAny(s, vals) {
+		return s // the common case: nothing escaped, nothing cut, no value
+	}
 	dec, off := decodedView(s)
 	type span struct{ from, to int }
 	var spans []span
@@ -253,7 +259,10 @@ func scrub(s string, vals []string) string {
 	var b strings.Builder
 	last := 0
 	for _, sp := range spans {
-		from, to := off[sp.from], off[sp.to]
+		from, to := sp.from, sp.to
+		if off != nil {
+			from, to = off[from], off[to]
+		}
 		if from < last {
 			from = last
 		}
@@ -268,17 +277,37 @@ func scrub(s string, vals []string) string {
 	return b.String()
 }
 
+// suspect reports whether b may hold a value: escaped (any backslash),
+// cut (cutMark) or in plain text. Most frames are not, and skip the scan.
+func suspect(b []byte, vals []string) bool {
+	if bytes.IndexByte(b, '\\') >= 0 || bytes.Contains(b, []byte(cutMark)) {
+		return true
+	}
+	for _, v := range vals {
+		if bytes.Contains(b, []byte(v)) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsAny(s string, vals []string) bool {
+	for _, v := range vals {
+		if strings.Contains(s, v) {
+			return true
+		}
+	}
+	return false
+}
+
 // decodedView decodes every JSON escape sequence of s (wherever it
 // appears: the text may be a string value, a raw body or an error message)
 // and returns the decoded text with, for each of its bytes, the offset in
-// s where the escape or byte producing it starts (plus len(s) at the end).
+// s where the escape or byte producing it starts (plus len(s) at the end);
+// the offsets are nil when s has no escape (the identity).
 func decodedView(s string) (string, []int) {
 	if !strings.Contains(s, `\`) {
-		off := make([]int, len(s)+1)
-		for i := range off {
-			off[i] = i
-		}
-		return s, off
+		return s, nil // identity: no offsets to keep
 	}
 	var b []byte
 	off := make([]int, 0, len(s)+1)

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -182,5 +183,87 @@ func TestRedact_Scrub(t *testing.T) {
 	got := string(scrubJSON([]byte(nested), vals, 0))
 	if !json.Valid([]byte(got)) || strings.Contains(got, "s3cr") {
 		t.Errorf("nested: %s", got)
+	}
+}
+
+// FuzzRedactJSON: scrubbing a valid JSON document keeps it valid, keeps
+// every member name, number and literal, and leaves no decoded secret.
+func FuzzRedactJSON(f *testing.F) {
+	for _, seed := range []string{`{"ok":true,"n":12345678,"s":"x Bearer Kan4ry\/Tok3n-QQ7 y"}`, `["\u0042earer Kan4ry/Tok3n-QQ7…"]`,
+		`{"Bearer Kan4ry/Tok3n-QQ7":"Kan4ry/Tok3n-QQ7"}`, `"{\"a\":\"Kan4ry\\\/Tok3n-QQ7\"}"`, `[1,2.5e3,null,false,{}]`} {
+		f.Add([]byte(seed))
+	}
+	r := &redactor{}
+	r.add(kanary)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		out := r.json(b)
+		if !json.Valid(out) {
+			t.Fatalf("scrubbed %s into invalid JSON %s", b, out)
+		}
+		var in, got any
+		_ = json.Unmarshal(b, &in)
+		_ = json.Unmarshal(out, &got)
+		if !sameShape(in, got) {
+			t.Fatalf("scrubbing changed more than string values: %s → %s", b, out)
+		}
+		if s, ok := got.(string); ok && strings.Contains(s, "Kan4ry/Tok3n-QQ7") {
+			t.Fatalf("secret left in %s", out)
+		}
+	})
+}
+
+// sameShape compares two decoded JSON values, treating all strings as equal.
+func sameShape(a, b any) bool {
+	switch a := a.(type) {
+	case map[string]any:
+		bm, ok := b.(map[string]any)
+		if !ok || len(a) != len(bm) {
+			return false
+		}
+		for k, v := range a {
+			if w, ok := bm[k]; !ok || !sameShape(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		bs, ok := b.([]any)
+		if !ok || len(a) != len(bs) {
+			return false
+		}
+		for i := range a {
+			if !sameShape(a[i], bs[i]) {
+				return false
+			}
+		}
+		return true
+	case string:
+		_, ok := b.(string)
+		return ok
+	}
+	return a == b
+}
+
+// progressFrame is a 4 KiB notification frame, typical of the frame path.
+var progressFrame = []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"srv","data":{"msg":"` +
+	strings.Repeat("lorem ipsum dolor sit amet ", 150) + `","n":42,"ok":true}}}`)
+
+// BenchmarkRedactFrame measures scrubbing one 4 KiB frame with one secret
+// configured: clean (the common case) and echoing the secret.
+func BenchmarkRedactFrame(b *testing.B) {
+	r := &redactor{}
+	r.add(kanary)
+	hit := bytes.Replace(progressFrame, []byte("lorem"), []byte(kanary), 1)
+	for name, frame := range map[string][]byte{"clean": progressFrame, "echo": hit} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(frame)))
+			for b.Loop() {
+				_ = r.json(frame)
+			}
+		})
 	}
 }
