@@ -22,7 +22,9 @@ func TestGroupCommit_MembersFailAlone(t *testing.T) {
 	joined := make(chan bool, 16)
 	db.group.queued = func(lead bool) { joined <- lead }
 
-	rec := func(v string) []Record { return []Record{{Stream: "run", Type: "test.step", Payload: map[string]string{"v": v}}} }
+	rec := func(v string) []Record {
+		return []Record{{Stream: "run", Type: "test.step", Payload: map[string]string{"v": v}}}
+	}
 	projectRun := func(ctx context.Context, tx *Tx, evs []Event) error {
 		_, err := tx.Exec(ctx, `INSERT INTO runs (run_id, workflow, workflow_digest, mode, state, started_at, updated_at) VALUES (?, 'w', 'd', 'run', 'running', ?, ?)`, evs[0].RunID, evs[0].CreatedAt, evs[0].CreatedAt)
 		return err
