@@ -323,7 +323,7 @@ func (s *Session) parseTask(op string, raw json.RawMessage, want string) (*Task,
 		return nil, bad("unknown status %q", truncate(string(w.Status), 64))
 	}
 	red := s.c.red
-	return &Task{ID: *w.TaskID, Status: w.Status, StatusMessage: red.string(truncate(w.StatusMessage, 1024)),
+	return &Task{ID: *w.TaskID, Status: w.Status, StatusMessage: red.cut(w.StatusMessage, 1024),
 		CreatedAt: truncate(w.CreatedAt, 64), LastUpdatedAt: truncate(w.LastUpdatedAt, 64),
 		TTL: millis(w.TTL), PollInterval: millis(w.PollInterval), Raw: red.json(raw)}, nil
 }

@@ -52,21 +52,37 @@ func validate(t Tool, schema, doc []byte, which string, kind Kind) error {
 	if !present(schema) {
 		return fail("no %sSchema", which)
 	}
+	tooComplex := func(err error) error {
+		return &Error{Op: op, Kind: KindSchemaTooComplex, Message: fmt.Sprintf("tool %q: %sSchema is too complex: %v", t.Name, which, err)}
+	}
+	if len(schema) > MaxSchemaBytes {
+		return tooComplex(fmt.Errorf("schema is %d bytes, more than %d", len(schema), MaxSchemaBytes))
+	}
 	if err := checkDepth(schema); err != nil {
-		return fail("schema: %v", err)
+		return tooComplex(fmt.Errorf("schema: %w", err))
+	}
+	if n := countObjects(schema); n > MaxSchemaNodes {
+		return tooComplex(fmt.Errorf("schema has %d objects, more than %d subschemas", n, MaxSchemaNodes))
 	}
 	if err := checkDepth(doc); err != nil {
 		return fail("%v", err)
 	}
-	sch, err := schemas.compile(schema)
+	cs, err := schemas.compile(schema)
 	if err != nil {
+		var tc *schemaTooComplex
+		if errors.As(err, &tc) {
+			return tooComplex(err)
+		}
 		return fail("%v", err)
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
 		return fail("%s is not JSON: %v", which, err)
 	}
-	err = sch.Validate(inst)
+	if err := checkBudget(cs.sch, cs.graph, inst); err != nil {
+		return tooComplex(err)
+	}
+	err = cs.sch.Validate(inst)
 	if err == nil {
 		return nil
 	}
@@ -105,22 +121,28 @@ const maxCachedSchemaBytes = 1 << 20
 // and again. Compilation depends on nothing but the bytes (no loader, a
 // fixed draft), so equal bytes give an equal schema. A compiled schema is
 // immutable and safe for concurrent Validate calls.
-var schemas = &schemaCache{m: map[string]*jsonschema.Schema{}}
+var schemas = &schemaCache{m: map[string]*compiledSchema{}}
 
 type schemaCache struct {
 	mu    sync.Mutex
-	m     map[string]*jsonschema.Schema
+	m     map[string]*compiledSchema
 	bytes int
+}
+
+// compiledSchema is a compiled schema and what the budget pre-pass needs of its graph.
+type compiledSchema struct {
+	sch   *jsonschema.Schema
+	graph *schemaGraph
 }
 
 // compile returns the compiled schema for raw, compiling it on a miss; a
 // schema that fails to compile is not cached.
-func (c *schemaCache) compile(raw []byte) (*jsonschema.Schema, error) {
+func (c *schemaCache) compile(raw []byte) (*compiledSchema, error) {
 	c.mu.Lock()
-	sch, ok := c.m[string(raw)]
+	cs, ok := c.m[string(raw)]
 	c.mu.Unlock()
 	if ok {
-		return sch, nil
+		return cs, nil
 	}
 	sdoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
@@ -132,12 +154,17 @@ func (c *schemaCache) compile(raw []byte) (*jsonschema.Schema, error) {
 	if err := comp.AddResource(schemaLoc, sdoc); err != nil {
 		return nil, fmt.Errorf("schema: %v", err)
 	}
-	sch, err = comp.Compile(schemaLoc)
+	sch, err := comp.Compile(schemaLoc)
 	if err != nil {
 		return nil, fmt.Errorf("schema does not compile: %s", strings.ReplaceAll(err.Error(), schemaLoc, ""))
 	}
+	g, err := walkSchema(sch)
+	if err != nil {
+		return nil, err
+	}
+	cs = &compiledSchema{sch: sch, graph: g}
 	if len(raw) > maxCachedSchemaBytes/4 {
-		return sch, nil
+		return cs, nil
 	}
 	c.mu.Lock()
 	if c.bytes+len(raw) > maxCachedSchemaBytes {
@@ -145,9 +172,9 @@ func (c *schemaCache) compile(raw []byte) (*jsonschema.Schema, error) {
 		c.bytes = 0
 	}
 	if _, ok := c.m[string(raw)]; !ok {
-		c.m[string(raw)] = sch
+		c.m[string(raw)] = cs
 		c.bytes += len(raw)
 	}
 	c.mu.Unlock()
-	return sch, nil
+	return cs, nil
 }
