@@ -64,6 +64,7 @@ func countObjects(b []byte) int {
 // count and the targets a $dynamicRef / $recursiveRef may resolve to.
 type schemaGraph struct {
 	nodes     int
+	paths     int64                           // root-to-node paths of an acyclic graph (saturated at MaxValidationSteps+1); 0 when the graph has a cycle
 	dynamic   map[string][]*jsonschema.Schema // $dynamicAnchor name → schemas declaring it
 	recursive []*jsonschema.Schema            // schemas with "$recursiveAnchor": true
 }
@@ -94,9 +95,7 @@ func walkSchema(root *jsonschema.Schema) (*schemaGraph, error) {
 		stack = append(stack, inPlace(s)...)
 		stack = append(stack, s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema)
 		stack = append(stack, s.PrefixItems...)
-		for _, p := range sortedSchemas(s.Properties) {
-			stack = append(stack, p)
-		}
+		stack = append(stack, sortedSchemas(s.Properties)...)
 		for _, p := range s.PatternProperties {
 			stack = append(stack, p)
 		}
@@ -111,7 +110,86 @@ func walkSchema(root *jsonschema.Schema) (*schemaGraph, error) {
 			stack = append(stack, s.DynamicRef.Ref)
 		}
 	}
+	g.paths = g.countPaths(root, map[*jsonschema.Schema]int64{}, map[*jsonschema.Schema]bool{})
 	return g, nil
+}
+
+// children returns every subschema s may apply, in place or to a child
+// location, including every target a dynamic reference may resolve to.
+func (g *schemaGraph) children(s *jsonschema.Schema) []*jsonschema.Schema {
+	out := inPlace(s)
+	out = append(out, s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems,
+		schemaOf(s.AdditionalProperties), schemaOf(s.AdditionalItems))
+	out = append(out, s.PrefixItems...)
+	out = append(out, sortedSchemas(s.Properties)...)
+	for _, p := range s.PatternProperties {
+		out = append(out, p)
+	}
+	switch it := s.Items.(type) {
+	case *jsonschema.Schema:
+		out = append(out, it)
+	case []*jsonschema.Schema:
+		out = append(out, it...)
+	}
+	if s.DynamicRef != nil {
+		out = append(out, s.DynamicRef.Ref)
+		out = append(out, g.dynamic[s.DynamicRef.Anchor]...)
+	}
+	if s.RecursiveRef != nil {
+		out = append(out, g.recursive...)
+	}
+	return out
+}
+
+// countPaths counts the root-to-node paths from s (every node reached by
+// k paths counts k times), saturating above MaxValidationSteps; it
+// returns 0 when a cycle is reachable. In an acyclic graph, validating
+// one instance location costs at most paths evaluations, so validating a
+// value costs at most paths × its number of locations.
+func (g *schemaGraph) countPaths(s *jsonschema.Schema, memo map[*jsonschema.Schema]int64, active map[*jsonschema.Schema]bool) int64 {
+	if v, ok := memo[s]; ok {
+		return v
+	}
+	if active[s] {
+		return 0
+	}
+	active[s] = true
+	defer delete(active, s)
+	n := int64(1)
+	for _, ch := range g.children(s) {
+		if ch == nil {
+			continue
+		}
+		c := g.countPaths(ch, memo, active)
+		if c == 0 {
+			return 0
+		}
+		n = min(n+c, MaxValidationSteps+1)
+	}
+	memo[s] = n
+	return n
+}
+
+// countValues bounds the number of values (instance locations) in a JSON
+// document: each value is the first of its container or follows a comma.
+func countValues(b []byte) int64 {
+	n, inStr, esc := int64(1), false, false
+	for _, c := range b {
+		switch {
+		case inStr && esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case inStr && c == '"':
+			inStr = false
+		case inStr:
+		case c == '"':
+			inStr = true
+		case c == ',' || c == '{' || c == '[':
+			n++
+		}
+	}
+	return n
 }
 
 // inPlace returns the subschemas applied to the same instance location as
@@ -121,9 +199,7 @@ func inPlace(s *jsonschema.Schema) []*jsonschema.Schema {
 	out = append(out, s.AllOf...)
 	out = append(out, s.AnyOf...)
 	out = append(out, s.OneOf...)
-	for _, d := range sortedSchemas(s.DependentSchemas) {
-		out = append(out, d)
-	}
+	out = append(out, sortedSchemas(s.DependentSchemas)...)
 	for _, k := range sortedKeys(s.Dependencies) {
 		out = append(out, schemaOf(s.Dependencies[k]))
 	}
@@ -321,7 +397,10 @@ func (c *costing) arrayCost(s *jsonschema.Schema, n *inode) int64 {
 
 // checkBudget fails when validating inst against sch may cost more than
 // MaxValidationSteps evaluations.
-func checkBudget(sch *jsonschema.Schema, g *schemaGraph, inst any) error {
+func checkBudget(sch *jsonschema.Schema, g *schemaGraph, doc []byte, inst any) error {
+	if g.paths > 0 && g.paths <= MaxValidationSteps && g.paths*countValues(doc) <= MaxValidationSteps {
+		return nil // acyclic and small enough: the static bound suffices
+	}
 	c := &costing{g: g, limit: MaxValidationSteps, memo: map[costKey]int64{}, active: map[costKey]bool{}}
 	total := c.cost(sch, instanceTree(inst))
 	if total > MaxValidationSteps || c.over() {

@@ -79,7 +79,7 @@ func validate(t Tool, schema, doc []byte, which string, kind Kind) error {
 	if err != nil {
 		return fail("%s is not JSON: %v", which, err)
 	}
-	if err := checkBudget(cs.sch, cs.graph, inst); err != nil {
+	if err := checkBudget(cs.sch, cs.graph, doc, inst); err != nil {
 		return tooComplex(err)
 	}
 	err = cs.sch.Validate(inst)
