@@ -243,3 +243,28 @@ func TestMCPTestTask_Negotiation(t *testing.T) {
 		t.Errorf("refused call executed %d times", st.Executed["slow"])
 	}
 }
+
+// TestTask_GoSDKServer: the go-sdk server (v1.8.0) implements no MCP tasks:
+// it advertises none, lists no execution.taskSupport, and answers tasks/get
+// with HTTP 400 ("JSON RPC not handled") — neither a lost task nor worth
+// polling again.
+func TestTask_GoSDKServer(t *testing.T) {
+	ts := newSDKServer(t, nil)
+	s := connect(t, newClient(t, ts.URL, nil), nil)
+	if s.ToolCallTasks() {
+		t.Errorf("go-sdk advertises tasks: %s", s.Capabilities)
+	}
+	cat, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range cat.Tools {
+		if tool.TaskSupport() != TaskSupportForbidden {
+			t.Errorf("tool %s: taskSupport %s", tool.Name, tool.TaskSupport())
+		}
+	}
+	_, err = s.GetTask(context.Background(), "t1", nil)
+	if e := wantKind(t, err, KindHTTPStatus); e.Status != http.StatusBadRequest || TaskLost(err) || PollAgain(err) {
+		t.Errorf("tasks/get on go-sdk: %v; want http 400, neither lost nor poll again", err)
+	}
+}
