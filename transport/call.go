@@ -70,7 +70,7 @@ func (s *Session) callResult(op string, result json.RawMessage, id json.RawMessa
 		Content           json.RawMessage `json:"content"`
 		StructuredContent json.RawMessage `json:"structuredContent"`
 	}
-	if err := json.Unmarshal(result, &res); err != nil || result[0] != '{' {
+	if err := strictUnmarshal(result, &res); err != nil || result[0] != '{' {
 		return nil, &Error{Op: op, Kind: KindMalformed, Sent: true, Message: "result is not a CallToolResult object"}
 	}
 	red := s.c.red // a server echoing a credential must not put it in workflow state

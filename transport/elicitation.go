@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"encoding/json"
 	"errors"
 	"net/url"
 	"strings"
@@ -27,7 +26,7 @@ func URLElicitationHosts(err error) (hosts []string, ok bool) {
 			URL string `json:"url"`
 		} `json:"elicitations"`
 	}
-	if present(e.Data) && json.Unmarshal(e.Data, &data) == nil {
+	if present(e.Data) && strictUnmarshal(e.Data, &data) == nil {
 		seen := map[string]bool{}
 		for _, el := range data.Elicitations {
 			h := elicitationHost(el.URL)

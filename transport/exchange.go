@@ -260,7 +260,7 @@ func (x *exchange) httpError(resp *http.Response) error {
 	const maxBody = 4 << 10
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	body := json.RawMessage(b)
-	if len(b) > maxBody || len(bytes.TrimSpace(b)) == 0 || !json.Valid(b) || !utf8.Valid(b) || checkDepth(b) != nil {
+	if len(b) > maxBody || len(bytes.TrimSpace(b)) == 0 || !utf8.Valid(b) || checkDepth(b) != nil || strictValid(b) != nil { // kept as JSON only when read strictly
 		// Cut by the bound: scrubbed whole, then cut, so a secret the
 		// bound splits is scrubbed too.
 		text := x.s.c.red.cut(string(b), maxBody)
@@ -325,7 +325,7 @@ func peekDetail(resp *http.Response, red *redactor) string {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(b, &m) == nil && m.Error.Message != "" {
+	if strictUnmarshal(b, &m) == nil && m.Error.Message != "" {
 		return red.cut(m.Error.Message, 256)
 	}
 	return red.cut(strings.TrimSpace(strings.Map(func(r rune) rune {

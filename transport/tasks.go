@@ -110,7 +110,7 @@ func (t Tool) TaskSupport() TaskSupport {
 	var e struct {
 		TaskSupport TaskSupport `json:"taskSupport"`
 	}
-	if !present(t.Execution) || json.Unmarshal(t.Execution, &e) != nil {
+	if !present(t.Execution) || strictUnmarshal(t.Execution, &e) != nil {
 		return TaskSupportForbidden
 	}
 	switch e.TaskSupport {
@@ -133,7 +133,7 @@ func (s *Session) ToolCallTasks() bool {
 			} `json:"requests"`
 		} `json:"tasks"`
 	}
-	if json.Unmarshal(s.Capabilities, &caps) != nil || caps.Tasks == nil || caps.Tasks.Requests == nil ||
+	if strictUnmarshal(s.Capabilities, &caps) != nil || caps.Tasks == nil || caps.Tasks.Requests == nil ||
 		caps.Tasks.Requests.Tools == nil {
 		return false
 	}
@@ -194,7 +194,7 @@ func (s *Session) CallToolTask(ctx context.Context, req CallRequest, ttl time.Du
 	var res struct {
 		Task json.RawMessage `json:"task"`
 	}
-	if err := json.Unmarshal(m.Result, &res); err != nil || m.Result[0] != '{' {
+	if err := strictUnmarshal(m.Result, &res); err != nil || m.Result[0] != '{' {
 		return nil, &Error{Op: "tools/call", Kind: KindMalformed, Sent: true, Message: "result is not a CreateTaskResult or CallToolResult object"}
 	}
 	if !present(res.Task) {
@@ -309,7 +309,7 @@ func (s *Session) parseTask(op string, raw json.RawMessage, want string) (*Task,
 		return &Error{Op: op, Kind: KindMalformed, Sent: true, Err: fmt.Errorf("%w: task: %s", errMalformed, fmt.Sprintf(format, args...))}
 	}
 	var w wireTask
-	if err := json.Unmarshal(raw, &w); err != nil || raw[0] != '{' {
+	if err := strictUnmarshal(raw, &w); err != nil || raw[0] != '{' {
 		return nil, bad("not a task object")
 	}
 	switch {

@@ -406,7 +406,8 @@ func TestTask_CallAnswers(t *testing.T) {
 	if err != nil || tc.Task != nil || tc.Result == nil || !strings.Contains(string(tc.Result.Content), "direct") {
 		t.Fatalf("direct answer: %+v, %v", tc, err)
 	}
-	for _, task := range []string{`{"status":"working"}`, `{"taskId":"","status":"working"}`, `{"taskId":"x","status":"done"}`, `"x"`, `{"taskId":7,"status":"working"}`} {
+	for _, task := range []string{`{"status":"working"}`, `{"taskId":"","status":"working"}`, `{"taskId":"x","status":"done"}`, `"x"`, `{"taskId":7,"status":"working"}`,
+		`{"taskId":"x","taskId":"y","status":"working"}`} {
 		s := connect(t, newClient(t, startTaskServer(t, &taskServer{createTask: task}), nil), nil)
 		_, err := s.CallToolTask(ctx, research(), 0, nil)
 		if e := wantKind(t, err, KindMalformed); !e.Ambiguous() {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 func (a *app) checkCmd() *cobra.Command {
@@ -20,9 +20,9 @@ policy refusal, as for run and mcp). run performs the same check before it recor
 		Example: "  agentctl check examples/lookup.yaml\n  agentctl check wf.yaml --output json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			wf, err := workflow.Load(args[0])
+			wf, err := spec.Load(args[0])
 			if err != nil {
-				var ds workflow.Diagnostics
+				var ds spec.Diagnostics
 				if a.output != "human" && errors.As(err, &ds) {
 					_ = a.printJSON(a.stdout, "CheckResult", false, map[string]any{"file": args[0], "problems": ds})
 				}

@@ -17,8 +17,10 @@ import (
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 )
 
-// TestMain lets the test binary act as agentctl for subprocess tests.
+// TestMain lets the test binary act as agentctl for subprocess tests, and
+// installs the test hooks (hooks_test.go) that the shipping binary lacks.
 func TestMain(m *testing.M) {
+	installTestHooks()
 	if os.Getenv("AGENTCTL_TEST_MAIN") == "1" {
 		main()
 		return
@@ -65,7 +67,7 @@ func runCount(t *testing.T, db string) int {
 
 func TestCLI_BadInputCatalogue(t *testing.T) {
 	db, before := seededDB(t)
-	files, err := filepath.Glob("../../workflow/testdata/lang/bad/*.yaml")
+	files, err := filepath.Glob("../../workflow/spec/testdata/lang/bad/*.yaml")
 	if err != nil || len(files) < 30 {
 		t.Fatalf("catalogue has %d files (%v), want ≥ 30", len(files), err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentctl/agentctl/migrations"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // APIVersion is the version of the CLI's JSON envelope.
@@ -52,7 +53,7 @@ func (e *exitError) Unwrap() error { return e.err }
 // the flags are fine, the policy forbids them), else 2. One rule for run,
 // check, submit and mcp.
 func invalid(err error) error {
-	var ds workflow.Diagnostics
+	var ds spec.Diagnostics
 	if errors.As(err, &ds) && ds.PolicyOnly() {
 		return &exitError{code: workflow.ExitUncertain, err: err}
 	}
@@ -183,8 +184,9 @@ func (a *app) openDB(ctx context.Context) (*events.DB, error) {
 // dbOptions are the storage options the global flags select.
 func (a *app) dbOptions() events.Options {
 	o := events.Options{Durability: events.Durability(a.durability), BusyTimeout: a.busyTimeout}
-	// Test hook (storage_test.go): cap the database to simulate a full disk.
-	_, _ = fmt.Sscan(os.Getenv("AGENTCTL_TEST_MAX_PAGES"), &o.MaxPageCount)
+	if testHooks.dbOptions != nil {
+		testHooks.dbOptions(&o)
+	}
 	return o
 }
 
@@ -196,6 +198,28 @@ func (a *app) openExisting(ctx context.Context) (*events.DB, error) {
 		return nil, &events.Error{Op: "open", Path: path, Err: fmt.Errorf("no database (run a workflow first, or pass --db): %w", err)}
 	}
 	return events.Open(ctx, path, a.dbOptions())
+}
+
+// withDB opens (creating) the database for a command that writes, hands
+// it to fn and closes it when fn returns.
+func (a *app) withDB(ctx context.Context, fn func(*events.DB) error) error {
+	db, err := a.openDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
+}
+
+// withExistingDB is withDB for a command that only reads: a missing
+// database is an error, not a new empty one.
+func (a *app) withExistingDB(ctx context.Context, fn func(*events.DB) error) error {
+	db, err := a.openExisting(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
 }
 
 // envelope is the JSON shape of every --output json answer.
@@ -255,7 +279,7 @@ func classify(ctx context.Context, err error) (int, string) {
 	if errors.As(err, &we) {
 		return we.Code, we.RunID
 	}
-	var ds workflow.Diagnostics
+	var ds spec.Diagnostics
 	if errors.As(err, &ds) {
 		if ds.PolicyOnly() {
 			return workflow.ExitUncertain, ""
