@@ -101,6 +101,24 @@
 // TypeScript server answers 400 (not 404) for an unknown session: a 400 does
 // not prove the session expired, so it is not treated as expiry.
 //
+// # Tasks (MCP 2025-11-25, experimental)
+//
+// A tool whose [Tool.TaskSupport] is required (or optional, when the caller
+// wants it) is called with [Session.CallToolTask] if [Session.ToolCallTasks]
+// says the server advertises tasks for tools/call. The CreateTaskResult's
+// task id must be persisted before anything else: from then on the call is
+// asked about, never resent. [Session.PollTask] waits the server's
+// pollInterval (1s when absent, capped by Config.MaxPollInterval) between
+// tasks/get; [Session.TaskResult] returns the tool's result exactly as
+// tools/call would; [Session.CancelTask] sends tasks/cancel. After a
+// restart, [Client.Reattach] binds the recorded [Session.SessionID] (a
+// bearer credential: store it sealed) without a new initialize. [TaskLost]
+// says a poll found the task (or its session: 404) gone, which is ambiguous
+// for the call; [PollAgain] says the poll may simply be repeated. A
+// JSON-RPC -32042 is classified by [URLElicitationHosts].
+// notifications/tools/list_changed on any stream sets [Session.ToolsChanged]
+// until the next ListTools.
+//
 // # Concurrency
 //
 // A [Client] and a [Session] are safe for concurrent use: each call is its

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -47,6 +48,10 @@ type Error struct {
 	// before the failure (e.g. a 401 on the GET resuming its stream): it may
 	// be executing whatever the Kind, so MayHaveExecuted is true.
 	Accepted bool
+	// Data is the JSON-RPC error's data member as received (redacted), for
+	// KindRemoteError; remote content, never printed by Error. It carries,
+	// e.g., the URLs of a -32042 (see URLElicitationHosts).
+	Data json.RawMessage
 }
 
 // Error renders the failure as "transport: OP: KIND[ (status N)][ (code N)]: MESSAGE: ERR".

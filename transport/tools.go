@@ -123,6 +123,7 @@ type wireTool struct {
 // the end, at most MaxToolPages pages and MaxTools tools. A tool without an
 // inputSchema, or a duplicate name, is skipped with a warning.
 func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
+	s.toolsChanged.Store(false) // a change announced from here on makes the next call list again
 	cat := &Catalog{}
 	seen := map[string]bool{}
 	cursor := ""

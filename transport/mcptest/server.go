@@ -27,6 +27,10 @@ type Options struct {
 	JSONResponse    bool   // answer requests with application/json instead of SSE
 	Stateless       bool   // issue no session id and check none
 	ExpireAfter     int    // a session answers 404 once it has seen this many POSTs after initialize (a simulated restart); 0 = never
+
+	// Tasks, when set, advertises and serves MCP tasks for tools/call
+	// (tasks.go); nil = no tasks capability, params.task is ignored.
+	Tasks *TaskOptions
 }
 
 // Request is one HTTP request the server received, for assertions.
@@ -77,6 +81,8 @@ type Server struct {
 	nextStrm int
 	stats    Stats
 	waiters  map[string]chan ClientResponse // session + id of a server request → its answer
+
+	tasks taskStore // MCP tasks, when Options.Tasks is set (tasks.go)
 }
 
 type session struct {
