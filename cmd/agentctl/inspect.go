@@ -10,13 +10,17 @@ import (
 )
 
 func (a *app) inspectCmd() *cobra.Command {
-	return &cobra.Command{
+	var html htmlFlags
+	cmd := &cobra.Command{
 		Use:   "inspect RUN_ID",
 		Short: "Show a run: tasks, protocol sessions, calls and stream events, from the log",
 		Example: `  agentctl inspect run-0190c3f2-...
   agentctl inspect run-0190c3f2-... --output json | jq .data.protocolCalls`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if html.on {
+				return a.inspectHTML(cmd.Context(), args[0], html.out)
+			}
 			db, err := a.openExisting(cmd.Context())
 			if err != nil {
 				return err
@@ -33,6 +37,8 @@ func (a *app) inspectCmd() *cobra.Command {
 			return nil
 		},
 	}
+	html.add(cmd)
+	return cmd
 }
 
 // printInspect writes the human summary and per-call timeline.
