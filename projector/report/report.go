@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentctl/agentctl/events"
@@ -77,13 +78,32 @@ func Build(ctx context.Context, db *events.DB, runID string, opts Options) (*Rep
 	}
 	r.join(opts)
 	if len(doc.Outputs) > 0 && string(doc.Outputs) != "null" {
-		var b bytes.Buffer
-		if err := json.Indent(&b, doc.Outputs, "", "  "); err != nil {
+		out, err := indent(doc.Outputs)
+		if err != nil {
 			return nil, fmt.Errorf("report outputs of run %s: %w", runID, err)
 		}
-		r.Outputs = b.String()
+		r.Outputs = out
 	}
 	return r, nil
+}
+
+// indent pretty-prints JSON for people: numbers as written, and without
+// encoding/json's \u003c escapes, since the page escapes what it shows.
+func indent(raw json.RawMessage) (string, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	e.SetIndent("", "  ")
+	if err := e.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
 // join attaches the projection rows to the folded calls and sessions, closes
