@@ -142,14 +142,13 @@ type fold struct {
 	sessions    []*Session
 	sessionOf   map[string]*Session
 	runMarks    []RunMark
-	chain       events.Verifier
-	chainErr    error
+	chain       *chainCheck
 	sourceRunID string
 }
 
 func newFold(runID string) *fold {
 	return &fold{laneOf: map[string]*Lane{}, callOf: map[string]*Call{}, sessionOf: map[string]*Session{},
-		chain: events.Verifier{RunID: runID}}
+		chain: newChainCheck(runID)}
 }
 
 // taskRef is the part of a task event's payload the fold reads; it decodes
@@ -164,12 +163,10 @@ type taskRef struct {
 	Reason  string `json:"reason"`
 }
 
-// add folds one event. The chain is checked on every event; a broken link
+// add folds one event. Every event goes to the chain check; a broken link
 // is remembered (the report says so) and the fold goes on.
 func (f *fold) add(e events.Event) error {
-	if f.chainErr == nil {
-		f.chainErr = f.chain.Next(e)
-	}
+	f.chain.add(e)
 	at, err := time.Parse(time.RFC3339Nano, e.CreatedAt)
 	if err != nil {
 		return err

@@ -218,18 +218,19 @@ func tickStep(span time.Duration, want int) time.Duration {
 	return time.Duration(10 * p)
 }
 
-// tickLabel writes d in the unit its step reads best in.
+// tickLabel writes d in the largest unit in which the step is under 100
+// units (10ms steps read "10ms, 20ms", 500ms steps "0.5s, 1s").
 func tickLabel(d, step time.Duration) string {
 	switch {
 	case d == 0:
 		return "0"
-	case step < time.Microsecond:
+	case step < 100*time.Nanosecond:
 		return strconv.FormatInt(int64(d), 10) + "ns"
-	case step < time.Millisecond:
+	case step < 100*time.Microsecond:
 		return trim(float64(d)/float64(time.Microsecond)) + "µs"
-	case step < time.Second:
+	case step < 100*time.Millisecond:
 		return trim(float64(d)/float64(time.Millisecond)) + "ms"
-	case step < time.Minute && d < 100*time.Second:
+	case step < 100*time.Second && d < 100*time.Second:
 		return trim(d.Seconds()) + "s"
 	default:
 		return d.Truncate(time.Second).String()

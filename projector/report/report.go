@@ -60,14 +60,15 @@ type Report struct {
 func Build(ctx context.Context, db *events.DB, runID string, opts Options) (*Report, error) {
 	f := newFold(runID)
 	doc, err := projector.InspectEach(ctx, db, runID, f.add)
+	verified, chainErr := f.chain.result()
 	if err != nil {
 		return nil, err
 	}
 	r := &Report{Doc: doc, Database: db.Path(), Start: f.first, End: f.last, Lanes: f.lanes, Calls: f.calls,
 		Sessions: f.sessions, RunMarks: f.runMarks, Reconnects: map[string]int{}}
-	r.Chain = Chain{RunID: runID, Verified: f.chainErr == nil, Events: f.chain.Count()}
-	if f.chainErr != nil {
-		r.Chain.Error = f.chainErr.Error()
+	r.Chain = Chain{RunID: runID, Verified: chainErr == nil, Events: verified}
+	if chainErr != nil {
+		r.Chain.Error = chainErr.Error()
 	}
 	if src := doc.Run.SourceRunID; src != nil && *src != "" {
 		n, err := db.VerifyRun(ctx, *src)
