@@ -8,7 +8,9 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
@@ -51,6 +53,39 @@ func BenchmarkReportHTML(b *testing.B) {
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
+	// The ratio, with the two commands alternating so that both see the
+	// same load on a shared machine: ns/op is one of each. Wall time, and
+	// the process's CPU time (getrusage), which a loaded machine distorts
+	// less; the report's chain check runs beside its read, so its wall
+	// ratio is lower than its CPU ratio on an idle machine.
+	b.Run("ratio", func(b *testing.B) {
+		var took, cpu [2]time.Duration
+		for b.Loop() {
+			for i, args := range [][]string{
+				{"inspect", runID, "--db", db, "--output", "json"},
+				{"inspect", runID, "--db", db, "--html", "-o", "-"},
+			} {
+				start, cpu0 := time.Now(), cpuTime(b)
+				var stderr bytes.Buffer
+				if code := execute(context.Background(), args, io.Discard, &stderr); code != 0 {
+					b.Fatalf("%v: exit %d %s", args, code, stderr.String())
+				}
+				took[i] += time.Since(start)
+				cpu[i] += cpuTime(b) - cpu0
+			}
+		}
+		b.ReportMetric(float64(took[1])/float64(took[0]), "wall-html/json")
+		b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-html/json")
+	})
+}
+
+// cpuTime is the user and system time this process has used.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 type countingWriter struct{ n int }

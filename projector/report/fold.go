@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -143,6 +144,8 @@ type fold struct {
 	sessionOf   map[string]*Session
 	runMarks    []RunMark
 	chain       *chainCheck
+	lastStamp   string
+	lastAt      time.Time
 	sourceRunID string
 }
 
@@ -167,10 +170,14 @@ type taskRef struct {
 // is remembered (the report says so) and the fold goes on.
 func (f *fold) add(e events.Event) error {
 	f.chain.add(e)
-	at, err := time.Parse(time.RFC3339Nano, e.CreatedAt)
-	if err != nil {
-		return err
+	if e.CreatedAt != f.lastStamp { // events of one commit share their time
+		at, err := time.Parse(time.RFC3339Nano, e.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("created_at of seq %d: %w", e.Seq, err)
+		}
+		f.lastStamp, f.lastAt = e.CreatedAt, at
 	}
+	at := f.lastAt
 	if f.first.IsZero() {
 		f.first = at
 	}
@@ -286,6 +293,9 @@ func (f *fold) add(e events.Event) error {
 	return nil
 }
 
+// progressPrefix opens a progress notification frame as agentctl writes it.
+const progressPrefix = `{"dir":"in","kind":"notification","method":"notifications/progress",`
+
 // frame marks a protocol frame on its call; frames of a session (initialize,
 // tools/list) are not drawn.
 func (f *fold) frame(e events.Event, at time.Time) error {
@@ -303,6 +313,17 @@ func (f *fold) frame(e events.Event, at time.Time) error {
 		return nil
 	case projector.FramePrefix + "request", projector.FramePrefix + "notification":
 	default:
+		return nil
+	}
+	p, err := e.Plaintext()
+	if err != nil {
+		return err
+	}
+	// Progress is most of a long call's frames: read the common shape by
+	// its prefix (frames are written dir, kind, method first), anything
+	// else through the frame decoder.
+	if strings.HasPrefix(p, progressPrefix) {
+		c.mark(MarkProgress, at)
 		return nil
 	}
 	h, err := projector.DecodeFrameHeader(e)
