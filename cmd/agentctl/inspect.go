@@ -18,8 +18,8 @@ func (a *app) inspectCmd() *cobra.Command {
   agentctl inspect run-0190c3f2-... --output json | jq .data.protocolCalls`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if html.on {
-				return a.inspectHTML(cmd.Context(), args[0], html.out)
+			if html.on || html.out != "" {
+				return a.inspectHTML(cmd.Context(), args[0], html)
 			}
 			db, err := a.openExisting(cmd.Context())
 			if err != nil {

@@ -27,8 +27,12 @@ func (h *htmlFlags) add(cmd *cobra.Command) {
   agentctl inspect run-0190c3f2-... --html -o - > r.html`
 }
 
-// inspectHTML writes the HTML report of runID to out (see htmlFlags).
-func (a *app) inspectHTML(ctx context.Context, runID, out string) error {
+// inspectHTML writes the HTML report of runID where h says.
+func (a *app) inspectHTML(ctx context.Context, runID string, h htmlFlags) error {
+	if !h.on {
+		return usageErr("-o/--out %q needs --html (inspect RUN --html -o FILE)", h.out)
+	}
+	out := h.out
 	db, err := a.openExisting(ctx)
 	if err != nil {
 		return err

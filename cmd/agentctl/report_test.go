@@ -257,6 +257,10 @@ func TestCLI_ReportUncertainAndRedispatch(t *testing.T) {
 	if strings.Contains(htmlReport(t, db, runID), "settle it with one of") {
 		t.Error("a reconciled call still shows the reconcile commands")
 	}
+	// -o without --html is refused.
+	if _, stderr, code := cli(t, "inspect", runID, "--db", db, "-o", "x.html"); code != 2 || !strings.Contains(stderr, "needs --html") {
+		t.Errorf("-o without --html: exit %d %s", code, stderr)
+	}
 	// -o names the file; a directory that does not exist is a usage error.
 	if _, stderr, code := cli(t, "inspect", runID, "--db", db, "--html", "-o", filepath.Join(dir, "none", "r.html")); code != 2 {
 		t.Errorf("-o into a missing directory: exit %d %s", code, stderr)
