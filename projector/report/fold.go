@@ -92,10 +92,10 @@ type Attempt struct {
 	Calls      []*Call
 }
 
-// LaneMark is something that happened to a task outside its attempts: a
-// retry scheduled, the task skipped.
+// LaneMark is something that happened on a task's lane besides its calls: a
+// retry scheduled, the task skipped, a session it opened.
 type LaneMark struct {
-	Kind   string // "skipped" or "retry"
+	Kind   string // "skipped", "retry" or "session" (a session this task opened)
 	At     time.Time
 	Detail string
 }
@@ -259,6 +259,10 @@ func (f *fold) add(e events.Event) error {
 			SessionIDDigest: s.SessionIDDigest, Opened: at, SourceRunID: s.SourceRunID}
 		f.sessions = append(f.sessions, ss)
 		f.sessionOf[sessionKey(s.Remote, s.Generation)] = ss
+		if s.TaskID != "" {
+			l := f.lane(s.TaskID)
+			l.Marks = append(l.Marks, LaneMark{Kind: "session", At: at, Detail: fmt.Sprintf("session %s generation %d opened (%s)", s.Remote, s.Generation, s.ProtocolVersion)})
+		}
 	case projector.TypeSessionCatalog:
 		var s projector.SessionCatalog
 		if err := e.Decode(&s); err != nil {

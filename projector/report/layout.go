@@ -137,7 +137,11 @@ func layout(r *Report) svgTimeline {
 				sl.Skipped = append(sl.Skipped, svgSkip{X: mx, Y: y + barY, W: 60, H: barH, Title: title})
 				continue
 			}
-			sl.Marks = append(sl.Marks, svgMark{Kind: m.Kind, Shape: "line", X: mx, Y: y + 4, X2: mx, Y2: y + laneH - 4, Title: title})
+			top := y + 4
+			if m.Kind == "session" {
+				top = y + barY + 2
+			}
+			sl.Marks = append(sl.Marks, svgMark{Kind: m.Kind, Shape: "line", X: mx, Y: top, X2: mx, Y2: y + barY + barH - 2, Title: title})
 		}
 		tl.Lanes = append(tl.Lanes, sl)
 	}
