@@ -13,13 +13,14 @@ const chainBatch = 512
 type chainCheck struct {
 	batch []events.Event
 	in    chan []events.Event
+	free  chan []events.Event // batches checked, for reuse
 	done  chan struct{}
 	v     events.Verifier
 	err   error
 }
 
 func newChainCheck(runID string) *chainCheck {
-	c := &chainCheck{in: make(chan []events.Event, 4), done: make(chan struct{}), v: events.Verifier{RunID: runID}}
+	c := &chainCheck{in: make(chan []events.Event, 4), free: make(chan []events.Event, 6), done: make(chan struct{}), v: events.Verifier{RunID: runID}}
 	go func() {
 		defer close(c.done)
 		for b := range c.in {
@@ -27,6 +28,11 @@ func newChainCheck(runID string) *chainCheck {
 				if c.err == nil {
 					c.err = c.v.Next(e)
 				}
+			}
+			clear(b) // drop the payloads it holds
+			select {
+			case c.free <- b[:0]:
+			default:
 			}
 		}
 	}()
@@ -38,7 +44,11 @@ func (c *chainCheck) add(e events.Event) {
 	c.batch = append(c.batch, e)
 	if len(c.batch) == chainBatch {
 		c.in <- c.batch
-		c.batch = make([]events.Event, 0, chainBatch)
+		select {
+		case c.batch = <-c.free:
+		default:
+			c.batch = make([]events.Event, 0, chainBatch)
+		}
 	}
 }
 
