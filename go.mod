@@ -3,6 +3,7 @@ module github.com/agentctl/agentctl
 go 1.26
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/google/jsonschema-go v0.4.3
 	github.com/google/uuid v1.6.0
 	github.com/invopop/jsonschema v0.14.0

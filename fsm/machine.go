@@ -133,8 +133,10 @@ var machines = sync.Pool{New: func() any {
 }}
 
 // newMachine configures a stateless machine whose state lives in *s, the
-// caller's plain value. It is built per Fire: cheap, and nothing is shared
-// between goroutines.
+// caller's plain value. Machines are pooled (machines), not built per Fire:
+// Fire takes one from the pool, loads the call's state into *s, fires and
+// puts it back, so a machine serves one Fire at a time and nothing is
+// shared between goroutines.
 func newMachine(s *State) *stateless.StateMachine {
 	sm := stateless.NewStateMachineWithExternalStorage(
 		func(context.Context) (stateless.State, error) { return *s, nil },

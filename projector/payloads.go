@@ -62,6 +62,10 @@ type TaskFinished struct {
 	State   string          `json:"state"`
 	Output  json.RawMessage `json:"output,omitempty"`
 	Error   string          `json:"error,omitempty"`
+	// ErrorKind is the transport error kind of Error, when it is one (a
+	// replay rebuilds a failed session open from it); absent before it
+	// was recorded.
+	ErrorKind string `json:"errorKind,omitempty"`
 }
 
 // SessionOpened records an initialized MCP session.

@@ -16,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 func openDB(tb testing.TB) *events.DB {
@@ -51,27 +52,13 @@ func tools(big string) []mcptest.ToolDef {
 	}
 }
 
-func workflowSource(url string, idem []string, calls []string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: random}
-spec:
-  policy:
-    networkAllowlist: [127.0.0.1]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    local: {url: %q, timeoutSeconds: 30}
-  actions:
-`, url)
-	for i, c := range idem {
-		fmt.Fprintf(&b, "    a%d: {kind: mcp.call, idempotency: %s}\n", i, c)
+// workflowSource is a workflow named random that makes calls in order:
+// task ti through its own action ai.
+func workflowSource(url string, calls []testkit.Task) string {
+	for i := range calls {
+		calls[i].ID, calls[i].Action = fmt.Sprintf("t%d", i), fmt.Sprintf("a%d", i)
 	}
-	b.WriteString("  tasks:\n")
-	for i, c := range calls {
-		fmt.Fprintf(&b, "    - id: t%d\n      uses: action:a%d\n      with: {server: local, %s}\n", i, i, c)
-	}
-	return b.String()
+	return testkit.Workflow{Name: "random", URL: url, Tasks: calls}.YAML()
 }
 
 // snapshot renders every projection row of runID, in a stable order.
@@ -116,23 +103,24 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 	var runIDs []string
 	for i := range 40 {
 		n := 1 + rng.IntN(4)
-		var idem, calls []string
+		var calls []testkit.Task
 		for j := range n {
-			idem = append(idem, idems[rng.IntN(len(idems))])
+			c := testkit.Task{Idempotency: idems[rng.IntN(len(idems))]}
 			switch rng.IntN(6) {
 			case 0:
-				calls = append(calls, fmt.Sprintf("tool: chatty, arguments: {n: %d}", rng.IntN(5)))
+				c.Tool, c.Arguments = "chatty", fmt.Sprintf("{n: %d}", rng.IntN(5))
 			case 1:
-				calls = append(calls, "tool: big")
+				c.Tool = "big"
 			case 2:
-				calls = append(calls, "tool: iserror")
+				c.Tool = "iserror"
 			case 3:
-				calls = append(calls, "tool: rpcerror")
+				c.Tool = "rpcerror"
 			case 4:
-				calls = append(calls, "tool: missing")
+				c.Tool = "missing"
 			default:
-				calls = append(calls, fmt.Sprintf("tool: ok, arguments: {run: %d, task: %d}", i, j))
+				c.Tool, c.Arguments = "ok", fmt.Sprintf("{run: %d, task: %d}", i, j)
 			}
+			calls = append(calls, c)
 		}
 		switch rng.IntN(4) { // a fault on the next tools/call: expiry, 5xx, or none
 		case 0:
@@ -140,7 +128,7 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 		case 1:
 			srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Nth: 1, Status: http.StatusServiceUnavailable})
 		}
-		wf, err := workflow.Parse("random.yaml", []byte(workflowSource(srv.URL, idem, calls)))
+		wf, err := spec.Parse("random.yaml", []byte(workflowSource(srv.URL, calls)))
 		if err != nil {
 			t.Fatalf("workflow %d: %v", i, err)
 		}
@@ -177,8 +165,8 @@ func TestInspect_BoundsStreamEventsAndPayloads(t *testing.T) {
 	big := strings.Repeat("é", 3000) // 6000 bytes of text
 	srv := mcptest.Start(t, mcptest.Options{}, tools(big)...)
 	db := openDB(t)
-	src := workflowSource(srv.URL, []string{"idempotent", "idempotent"}, []string{"tool: chatty, arguments: {n: 1000}", "tool: big"})
-	wf, err := workflow.Parse("bounds.yaml", []byte(src))
+	src := workflowSource(srv.URL, []testkit.Task{{Idempotency: "idempotent", Tool: "chatty", Arguments: "{n: 1000}"}, {Idempotency: "idempotent", Tool: "big"}})
+	wf, err := spec.Parse("bounds.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}

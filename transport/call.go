@@ -56,7 +56,7 @@ func (s *Session) CallTool(ctx context.Context, req CallRequest, sink Sink) (*Ca
 		Content           json.RawMessage `json:"content"`
 		StructuredContent json.RawMessage `json:"structuredContent"`
 	}
-	if err := json.Unmarshal(m.Result, &res); err != nil || m.Result[0] != '{' {
+	if err := strictUnmarshal(m.Result, &res); err != nil || m.Result[0] != '{' {
 		return nil, &Error{Op: "tools/call", Kind: KindMalformed, Sent: true, Message: "result is not a CallToolResult object"}
 	}
 	red := s.c.red // a server echoing a credential must not put it in workflow state

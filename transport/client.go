@@ -180,7 +180,7 @@ func (c *Client) Connect(ctx context.Context, sink Sink) (*Session, error) {
 		ServerInfo      json.RawMessage `json:"serverInfo"`
 		Instructions    string          `json:"instructions"`
 	}
-	if err := json.Unmarshal(m.Result, &res); err != nil {
+	if err := strictUnmarshal(m.Result, &res); err != nil {
 		return nil, &Error{Op: "initialize", Kind: KindMalformed, Sent: true, Err: fmt.Errorf("%w: initialize result: %v", errMalformed, err)}
 	}
 	if res.ProtocolVersion != ProtocolVersion {

@@ -259,7 +259,7 @@ func (x *exchange) httpError(resp *http.Response) error {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	body := json.RawMessage(b)
-	if len(bytes.TrimSpace(b)) == 0 || !json.Valid(b) || !utf8.Valid(b) || checkDepth(b) != nil {
+	if len(bytes.TrimSpace(b)) == 0 || !utf8.Valid(b) || checkDepth(b) != nil || strictValid(b) != nil { // kept as JSON only when read strictly
 		body, _ = json.Marshal(map[string]any{"status": resp.StatusCode, "text": string(b)})
 	}
 	return x.emit(Frame{Dir: "in", Kind: "http_error", Method: x.method, ID: x.id, HTTPStatus: resp.StatusCode, Body: body})
@@ -321,7 +321,7 @@ func peekDetail(resp *http.Response) string {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(b, &m) == nil && m.Error.Message != "" {
+	if strictUnmarshal(b, &m) == nil && m.Error.Message != "" {
 		return truncate(m.Error.Message, 256)
 	}
 	return truncate(strings.TrimSpace(strings.Map(func(r rune) rune {

@@ -143,12 +143,12 @@ func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor *string           `json:"nextCursor"`
 		}
-		if err := json.Unmarshal(m.Result, &res); err != nil {
+		if err := strictUnmarshal(m.Result, &res); err != nil {
 			return nil, &Error{Op: "tools/list", Kind: KindMalformed, Sent: true, Err: fmt.Errorf("%w: page %d: %v", errMalformed, page, err)}
 		}
 		for i, raw := range res.Tools {
 			var wt wireTool
-			if err := json.Unmarshal(raw, &wt); err != nil || wt.Name == "" {
+			if err := strictUnmarshal(raw, &wt); err != nil || wt.Name == "" {
 				cat.Warnings = append(cat.Warnings, fmt.Sprintf("page %d tool %d: skipped: not a tool object with a name", page, i))
 				continue
 			}

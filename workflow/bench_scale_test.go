@@ -18,6 +18,7 @@ import (
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // scaleRunID is the synthetic recorded run in every scale database.
@@ -139,7 +140,7 @@ func genScaleRun(path string, n int) error {
 		return err
 	}
 	defer func() { _ = scratch.Close(); _ = os.Remove(path + ".scratch") }()
-	wf, err := workflow.Parse("scale.yaml", []byte(oneCall(srv.URL, "progress", "pure", "{}")))
+	wf, err := spec.Parse("scale.yaml", []byte(oneCall(srv.URL, "progress", "pure", "{}")))
 	if err != nil {
 		return err
 	}

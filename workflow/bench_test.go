@@ -18,28 +18,16 @@ import (
 	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // manyCalls is a workflow of n sequential echo tasks on one server.
 func manyCalls(url string, n int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: bench}
-spec:
-  policy:
-    networkAllowlist: [127.0.0.1]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    local: {url: %q, timeoutSeconds: 30}
-  actions:
-    act: {kind: mcp.call, idempotency: idempotent}
-  tasks:
-`, url)
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "    - {id: t%d, uses: action:act, with: {server: local, tool: echo, arguments: {message: m%d}}}\n", i, i)
+	tasks := make([]testkit.Task, n)
+	for i := range tasks {
+		tasks[i] = testkit.Task{ID: fmt.Sprintf("t%d", i), Action: "act", Idempotency: "idempotent", Tool: "echo", Arguments: fmt.Sprintf("{message: m%d}", i)}
 	}
-	return b.String()
+	return testkit.Workflow{Name: "bench", URL: url, Tasks: tasks}.YAML()
 }
 
 // BenchmarkCallOverhead measures, in one run against one go-sdk server and
@@ -87,7 +75,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 	for _, d := range []events.Durability{events.DurabilityFull, events.DurabilityNormal} {
 		b.Run("c=durable/"+string(d), func(b *testing.B) {
 			db := openBenchDB(b, d)
-			wf, err := workflow.Parse("bench.yaml", []byte(manyCalls(url, b.N)))
+			wf, err := spec.Parse("bench.yaml", []byte(manyCalls(url, b.N)))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -149,7 +137,7 @@ func BenchmarkProgressPersistence(b *testing.B) {
 		// (this VM's speed drifts between minutes); ratio = frames ÷ raw.
 		b.Run("interleaved/"+string(d), func(b *testing.B) {
 			fdb, rdb := openBenchDB(b, d), openBenchDB(b, d)
-			wf, err := workflow.Parse("bench.yaml", []byte(oneCall(srv.URL, "progress", "pure", "{}")))
+			wf, err := spec.Parse("bench.yaml", []byte(oneCall(srv.URL, "progress", "pure", "{}")))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -178,7 +166,7 @@ func BenchmarkProgressPersistence(b *testing.B) {
 		})
 		b.Run("frames/"+string(d), func(b *testing.B) {
 			db := openBenchDB(b, d)
-			wf, err := workflow.Parse("bench.yaml", []byte(oneCall(srv.URL, "progress", "pure", "{}")))
+			wf, err := spec.Parse("bench.yaml", []byte(oneCall(srv.URL, "progress", "pure", "{}")))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -236,7 +224,7 @@ func BenchmarkCallEfficiency(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	wf, err := workflow.Parse("bench.yaml", []byte(manyCalls(url, callsPerRound)))
+	wf, err := spec.Parse("bench.yaml", []byte(manyCalls(url, callsPerRound)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // classes is every idempotency class, redispatchable first.
@@ -173,7 +174,7 @@ func TestRedispatch_ServerRestart(t *testing.T) {
 // A bad class is a parse error naming file:line, and tool annotations
 // claiming idempotency never make an unknown call redispatchable.
 func TestRedispatch_DeclarationOnly(t *testing.T) {
-	_, err := workflow.Parse("test.yaml", []byte(oneCall("http://127.0.0.1:1/mcp", "act", "sometimes", `{}`)))
+	_, err := spec.Parse("test.yaml", []byte(oneCall("http://127.0.0.1:1/mcp", "act", "sometimes", `{}`)))
 	if err == nil || !strings.Contains(err.Error(), "test.yaml:11:") || !strings.Contains(err.Error(), "sometimes") {
 		t.Fatalf("parse error = %v; want test.yaml:11 naming the value", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // ReasonInterrupted is the reason of the FailAmbiguous transition resume
@@ -71,7 +72,7 @@ func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 		}
 		previous = l.finished.State
 	}
-	wf, err := Parse(l.created.File, []byte(l.created.Source))
+	wf, err := spec.Parse(l.created.File, []byte(l.created.Source))
 	if err != nil {
 		return refuse("recorded workflow: %w", err)
 	}
@@ -115,7 +116,7 @@ func (l *runLog) resumable() error {
 
 // runTask runs a task in a fresh run, or decides from the log what is left
 // of it in a resumed one.
-func (rn *run) runTask(ctx context.Context, t TaskSpec) (any, *Error) {
+func (rn *run) runTask(ctx context.Context, t spec.TaskSpec) (any, *Error) {
 	var a *loggedAttempt
 	if rn.log != nil {
 		a = rn.log.last(t.ID)
@@ -136,7 +137,7 @@ func (rn *run) runTask(ctx context.Context, t TaskSpec) (any, *Error) {
 		if err != nil {
 			return rn.finishAttempt(t, a.started.Attempt, nil, ExitFailed, fmt.Errorf("reconciled result: %w", err))
 		}
-		out, code, err := checkContract(t, out)
+		out, code, err := rn.checkContract(t, out)
 		return rn.finishAttempt(t, a.started.Attempt, out, code, err)
 	case a.call != nil && a.call.reconciled != nil && a.call.m.State == fsm.Failed:
 		return rn.task(ctx, t, a.started.Attempt+1, nil)

@@ -5,13 +5,14 @@ import (
 	"fmt"
 
 	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // resumedCall rebuilds the call of an interrupted attempt from its events:
 // identity, arguments and schema digest from call.prepared, the machine
 // (state and redispatch budget) from its transitions, the tool from the
 // catalog recorded for the session it was prepared on.
-func (rn *run) resumedCall(t TaskSpec, lc *loggedCall) (*call, error) {
+func (rn *run) resumedCall(t spec.TaskSpec, lc *loggedCall) (*call, error) {
 	tool, ok := rn.log.tool(lc)
 	if !ok {
 		return nil, fmt.Errorf("call %s: tool %q is not in the recorded catalog of %s generation %d",
@@ -74,14 +75,9 @@ func (c *call) resumePrepared(ctx context.Context) (any, error) {
 		return nil, err
 	}
 	c.rs, c.gen = rs, rs.gen
-	tool, ok := rs.catalog.Find(c.tool.Name)
-	switch {
-	case !ok:
-		return nil, c.failDefinitive(ctx, &callFailure{kind: "tool_missing",
-			msg: fmt.Sprintf("%s: tool %q is gone from %q (generation %d); not sent", fsm.ReasonToolMissing, c.tool.Name, rs.name, rs.gen)})
-	case tool.Digest() != c.schemaDigest:
-		return nil, c.failDefinitive(ctx, &callFailure{kind: "schema_changed",
-			msg: fmt.Sprintf("%s: tool %q changed schema since prepared (%s → %s); not sent", fsm.ReasonSchemaChanged, c.tool.Name, c.schemaDigest, tool.Digest())})
+	tool, _, f := c.sameTool(rs, false)
+	if f != nil {
+		return nil, c.failDefinitive(ctx, f)
 	}
 	c.tool = tool
 	return c.dispatch(ctx)

@@ -6,16 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
-	"syscall"
 
 	"github.com/google/uuid"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // Exit codes of DESIGN §8; a run records the one it ended with.
@@ -50,12 +48,6 @@ type Runner struct {
 	// Observe, when set, sees every event right after it is committed
 	// (progress display, JSONL streaming). It must not block for long.
 	Observe func(events.Event)
-	// CrashAfter is a test hook: the process kills itself with SIGKILL right
-	// after committing the first event of this type, or whose
-	// projector.Describe line is this ("call.transition
-	// prepared->dispatched"); a "#N" suffix picks the Nth such event.
-	// Empty disables it.
-	CrashAfter string
 	// NewRunID makes run ids; nil = "run-" + UUIDv7.
 	NewRunID func() string
 }
@@ -111,7 +103,7 @@ func EffectID(runID, taskID string, attempt, ordinal int, inputDigest string) st
 // Run executes wf with the resolved inputs. A non-nil error means nothing
 // was recorded (storage failure before run.created); otherwise the Result
 // says how the run ended, and Result.Err is an *Error when it did not succeed.
-func (r *Runner) Run(ctx context.Context, wf *Workflow, inputs map[string]any, opts RunOptions) (*Result, error) {
+func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]any, opts RunOptions) (*Result, error) {
 	if opts.Mode == "" {
 		opts.Mode = "run"
 	}
@@ -145,21 +137,22 @@ func (r *Runner) Run(ctx context.Context, wf *Workflow, inputs map[string]any, o
 
 type run struct {
 	r       *Runner
-	wf      *Workflow
+	wf      *spec.Workflow
 	id      string
-	scope   Scope
+	scope   spec.Scope
 	remotes map[string]*remoteState
 	conns   map[string]Conn
 	gens    map[string]int
 	pending []events.Record
 	// log is the run as recorded before a resume; nil for a fresh run.
-	log     *runLog
-	crashAt crashPoint
+	log *runLog
+	// contracts holds the tasks' compiled outputSchemas.
+	contracts contractSchemas
 }
 
-func newRun(r *Runner, wf *Workflow, id string, inputs map[string]any) *run {
-	return &run{r: r, wf: wf, id: id, scope: Scope{Inputs: inputs, Tasks: map[string]any{}}, remotes: map[string]*remoteState{},
-		conns: map[string]Conn{}, gens: map[string]int{}, crashAt: parseCrashPoint(r.CrashAfter)}
+func newRun(r *Runner, wf *spec.Workflow, id string, inputs map[string]any) *run {
+	return &run{r: r, wf: wf, id: id, scope: spec.Scope{Inputs: inputs, Tasks: map[string]any{}}, remotes: map[string]*remoteState{},
+		conns: map[string]Conn{}, gens: map[string]int{}}
 }
 
 // later queues records to commit with the next append: records that need
@@ -197,43 +190,8 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 		if rn.r.Observe != nil {
 			rn.r.Observe(e)
 		}
-		if rn.crashAt.hit(e) {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // never returns: the process is gone
-		}
 	}
 	return nil
-}
-
-// crashPoint is the parsed Runner.CrashAfter hook: an event type or a
-// projector.Describe line ("call.transition prepared->dispatched"),
-// optionally "#N" for its Nth occurrence in this process (default 1).
-type crashPoint struct {
-	match string
-	nth   int
-	seen  int
-}
-
-func parseCrashPoint(s string) crashPoint {
-	if s == "" {
-		return crashPoint{}
-	}
-	cp := crashPoint{match: s, nth: 1}
-	if i := strings.LastIndexByte(s, '#'); i > 0 {
-		if n, err := strconv.Atoi(s[i+1:]); err == nil && n > 0 {
-			cp.match, cp.nth = s[:i], n
-		}
-	}
-	return cp
-}
-
-// hit reports whether e is the event after which the process must die.
-func (cp *crashPoint) hit(e events.Event) bool {
-	if cp.match == "" || (e.Type != cp.match && projector.Describe(e) != cp.match) {
-		return false
-	}
-	cp.seen++
-	return cp.seen == cp.nth
 }
 
 func (rn *run) execute(ctx context.Context) *Result {
@@ -246,7 +204,7 @@ func (rn *run) execute(ctx context.Context) *Result {
 	}
 	outputs := map[string]any{}
 	if len(rn.wf.Spec.Outputs) > 0 {
-		v, err := Render(rn.wf.Spec.Outputs, rn.scope)
+		v, err := spec.Render(rn.wf.Spec.Outputs, rn.scope)
 		if err != nil {
 			return rn.finish(nil, &Error{RunID: rn.id, Code: ExitFailed, Err: fmt.Errorf("spec.outputs: %w", err)})
 		}

@@ -7,17 +7,18 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // ListTools records a one-task run that opens a session with remote and
 // lists its tools (`agentctl mcp tools`). Like Run, a non-nil error means
 // nothing was recorded; otherwise Result says how it ended.
-func (r *Runner) ListTools(ctx context.Context, wf *Workflow, remote string) (*Result, *transport.Catalog, error) {
+func (r *Runner) ListTools(ctx context.Context, wf *spec.Workflow, remote string) (*Result, *transport.Catalog, error) {
 	newID := r.NewRunID
 	if newID == nil {
 		newID = func() string { return NewRunID("run") }
 	}
-	rn := &run{r: r, wf: wf, id: newID(), scope: Scope{Tasks: map[string]any{}}, remotes: map[string]*remoteState{}, conns: map[string]Conn{}, gens: map[string]int{}}
+	rn := &run{r: r, wf: wf, id: newID(), scope: spec.Scope{Tasks: map[string]any{}}, remotes: map[string]*remoteState{}, conns: map[string]Conn{}, gens: map[string]int{}}
 	created := projector.RunCreated{RunID: rn.id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
 		Inputs: map[string]any{}, Mode: "adhoc", Servers: map[string]string{remote: wf.Spec.MCPServers[remote].URL}, Command: "mcp tools"}
 	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: created}); err != nil {
@@ -33,7 +34,7 @@ func (r *Runner) ListTools(ctx context.Context, wf *Workflow, remote string) (*R
 	var fail *Error
 	if err != nil {
 		code := exitFor(err)
-		fin.State, fin.Error = stateForExit(code), err.Error()
+		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
 		fail = &Error{RunID: rn.id, Code: code, Err: err}
 	} else {
 		names := make([]string, 0, len(rs.catalog.Tools))

@@ -9,8 +9,10 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/internal/canonjson"
+	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // IdempotencyKeyMeta is the params._meta key that carries a keyed call's
@@ -22,7 +24,7 @@ const IdempotencyKeyMeta = "agentctl.dev/idempotency-key"
 // the log by resume; either way every decision comes from fsm.
 type call struct {
 	rn      *run
-	task    TaskSpec
+	task    spec.TaskSpec
 	attempt int
 	remote  string
 	gen     int          // generation of the session the call is on
@@ -62,7 +64,7 @@ func (c *call) run(ctx context.Context) (any, error) {
 		prep.IdempotencyKey = c.effectID
 	}
 	if rec, ok := c.rs.sess.(Recorded); ok {
-		prep.SourceRunID, prep.SourceEffectID = rec.SourceRunID(), rec.SourceEffectID(c.task.ID, c.attempt, 1)
+		prep.SourceRunID, prep.SourceEffectID = rec.SourceRunID(), rec.Expect(c.task.ID, c.attempt, 1)
 	}
 	// Committed with the dispatch transition and the request frame.
 	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallPrepared, Payload: prep})
@@ -156,22 +158,39 @@ func (c *call) reconnect(ctx context.Context) error {
 		return err
 	}
 	c.rs, c.gen = rs, rs.gen
-	tool, ok := rs.catalog.Find(c.tool.Name)
-	switch {
-	case !ok:
-		f := &callFailure{kind: "tool_missing", msg: fmt.Sprintf("tool %q is gone after reconnecting to %q (generation %d); not resent", c.tool.Name, rs.name, rs.gen)}
+	tool, trigger, f := c.sameTool(rs, true)
+	if f != nil {
 		rn.pending = append(rn.pending, c.errorRecord(f))
-		_, ferr := c.fire(fsm.ToolMissing, f.msg, false)
-		return errors.Join(f, ferr)
-	case tool.Digest() != c.schemaDigest:
-		f := &callFailure{kind: "schema_changed", msg: fmt.Sprintf("tool %q changed schema after reconnecting (%s → %s); not resent", c.tool.Name, c.schemaDigest, tool.Digest())}
-		rn.pending = append(rn.pending, c.errorRecord(f))
-		_, ferr := c.fire(fsm.SchemaChanged, f.msg, false)
+		_, ferr := c.fire(trigger, f.msg, false)
 		return errors.Join(f, ferr)
 	}
 	c.tool = tool
 	_, err = c.fire(fsm.Reconnected, "", true)
 	return err
+}
+
+// sameTool finds the call's tool in the catalog of the session rs just
+// opened and checks that its schema digest is the one recorded at
+// prepared: only then may the call be sent on rs (resend: sent again
+// after a reconnect; otherwise: a prepared call resume sends at last).
+// Else it returns the definitive failure and the trigger that records it.
+func (c *call) sameTool(rs *remoteState, resend bool) (transport.Tool, fsm.Trigger, *callFailure) {
+	tool, ok := rs.catalog.Find(c.tool.Name)
+	switch {
+	case !ok && resend:
+		return tool, fsm.ToolMissing, &callFailure{kind: fsm.ReasonToolMissing,
+			msg: fmt.Sprintf("tool %q is gone after reconnecting to %q (generation %d); not resent", c.tool.Name, rs.name, rs.gen)}
+	case !ok:
+		return tool, fsm.ToolMissing, &callFailure{kind: fsm.ReasonToolMissing,
+			msg: fmt.Sprintf("%s: tool %q is gone from %q (generation %d); not sent", fsm.ReasonToolMissing, c.tool.Name, rs.name, rs.gen)}
+	case tool.Digest() != c.schemaDigest && resend:
+		return tool, fsm.SchemaChanged, &callFailure{kind: fsm.ReasonSchemaChanged,
+			msg: fmt.Sprintf("tool %q changed schema after reconnecting (%s → %s); not resent", c.tool.Name, c.schemaDigest, tool.Digest())}
+	case tool.Digest() != c.schemaDigest:
+		return tool, fsm.SchemaChanged, &callFailure{kind: fsm.ReasonSchemaChanged,
+			msg: fmt.Sprintf("%s: tool %q changed schema since prepared (%s → %s); not sent", fsm.ReasonSchemaChanged, c.tool.Name, c.schemaDigest, tool.Digest())}
+	}
+	return tool, "", nil
 }
 
 // complete validates a result and ends the call.
@@ -345,5 +364,5 @@ func contentText(content json.RawMessage) string {
 	if len(s) > 512 {
 		s = s[:512] + "…"
 	}
-	return sanitize(s)
+	return termtext.Block(s)
 }

@@ -3,7 +3,6 @@ package workflow
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/agentctl/agentctl/transport"
 )
@@ -34,8 +33,10 @@ type Recorded interface {
 	SourceRunID() string
 	// SourceTaskID is the task of the source run that opened this session.
 	SourceTaskID() string
-	// SourceEffectID names the source call that answers this task attempt's call.
-	SourceEffectID(taskID string, attempt, ordinal int) string
+	// Expect tells the session which call the run loop prepares next
+	// (task attempt and ordinal): the next CallTool must match the recorded
+	// call there. It returns that call's effect id, "" if none was recorded.
+	Expect(taskID string, attempt, ordinal int) string
 }
 
 // SessionInfo is what initialize established.
@@ -82,36 +83,3 @@ func (n netSession) CallTool(ctx context.Context, req transport.CallRequest, sin
 }
 
 func (n netSession) Close(ctx context.Context) error { return n.s.Close(ctx) }
-
-// transportPolicy is the workflow's policy as the transport applies it.
-func (w *Workflow) transportPolicy() transport.Policy {
-	p := w.Spec.Policy
-	return transport.Policy{
-		NetworkAllowlist:     p.NetworkAllowlist,
-		AllowedSchemes:       p.Network.AllowedSchemes,
-		AllowedPorts:         p.Network.AllowedPorts,
-		AllowPrivate:         p.Network.AllowPrivate,
-		EnvironmentAllowlist: p.EnvironmentAllowlist,
-		SecretFileRoots:      p.SecretFileRoots,
-		ConnectTimeout:       time.Duration(p.Network.ConnectTimeoutSeconds) * time.Second,
-		MaxResponseBytes:     p.Network.MaxResponseBytes,
-	}
-}
-
-// TransportConfig turns a server declaration and the workflow policy into
-// the transport's configuration.
-func (w *Workflow) TransportConfig(name string) transport.Config {
-	srv := w.Spec.MCPServers[name]
-	headers := map[string]transport.SecretRef{}
-	for k, v := range srv.Headers {
-		headers[k] = transport.SecretRef{Env: v.Env, File: v.File}
-	}
-	cfg := transport.Config{
-		URL:         srv.URL,
-		Headers:     headers,
-		Policy:      w.transportPolicy(),
-		Timeout:     time.Duration(srv.TimeoutSeconds) * time.Second,
-		MaxDuration: time.Duration(srv.MaxSeconds) * time.Second,
-	}
-	return cfg
-}

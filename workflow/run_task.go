@@ -13,6 +13,7 @@ import (
 	"github.com/agentctl/agentctl/internal/canonjson"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // remoteState is the live session with one remote during a run.
@@ -29,7 +30,7 @@ type remoteState struct {
 // that ends the run. prev is the attempt as recorded when resume continues
 // an attempt that was interrupted (its task.started is already in the log);
 // nil starts a new attempt.
-func (rn *run) task(ctx context.Context, t TaskSpec, attempt int, prev *loggedAttempt) (any, *Error) {
+func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *loggedAttempt) (any, *Error) {
 	action := rn.wf.Action(t)
 	idem, err := fsm.ParseIdempotency(action.Class())
 	if err != nil {
@@ -46,10 +47,10 @@ func (rn *run) task(ctx context.Context, t TaskSpec, attempt int, prev *loggedAt
 
 // finishAttempt records task.finished and turns a failure into the *Error
 // that ends the run.
-func (rn *run) finishAttempt(t TaskSpec, attempt int, out any, code int, err error) (any, *Error) {
+func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error) (any, *Error) {
 	fin := projector.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
 	if err != nil {
-		fin.State, fin.Error = stateForExit(code), err.Error()
+		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
 	} else {
 		fin.Output, _ = json.Marshal(out)
 	}
@@ -64,10 +65,7 @@ func (rn *run) finishAttempt(t TaskSpec, attempt int, out any, code int, err err
 	if aerr := rn.append(rec); aerr != nil {
 		return nil, rn.storageFail(aerr)
 	}
-	if err != nil {
-		return nil, &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("task %s: %w", t.ID, err)}
-	}
-	return out, nil
+	return nil, &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("task %s: %w", t.ID, err)}
 }
 
 func (rn *run) storageFail(err error) *Error {
@@ -78,7 +76,7 @@ func taskStream(id string, attempt int) string { return fmt.Sprintf("task/%s/%d"
 
 // taskBody makes the attempt's call (a fresh one, or the recorded one of
 // an interrupted attempt) and checks the task's output contract.
-func (rn *run) taskBody(ctx context.Context, t TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (any, int, error) {
+func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (any, int, error) {
 	var c *call
 	var out any
 	var err error
@@ -103,13 +101,13 @@ func (rn *run) taskBody(ctx context.Context, t TaskSpec, attempt int, idem fsm.I
 		}
 		return nil, code, err
 	}
-	return checkContract(t, out)
+	return rn.checkContract(t, out)
 }
 
 // checkContract applies the task's outputSchema to its output.
-func checkContract(t TaskSpec, out any) (any, int, error) {
+func (rn *run) checkContract(t spec.TaskSpec, out any) (any, int, error) {
 	if len(t.OutputSchema) > 0 {
-		if err := validateContract(t.OutputSchema, out); err != nil {
+		if err := rn.contracts.validateContract(t.OutputSchema, out); err != nil {
 			return nil, ExitFailed, fmt.Errorf("output contract: %w", err)
 		}
 	}
@@ -118,8 +116,8 @@ func checkContract(t TaskSpec, out any) (any, int, error) {
 
 // newCall renders the task's arguments and opens (or reuses) the session;
 // a nil call means the tool is not in the session's catalog.
-func (rn *run) newCall(ctx context.Context, t TaskSpec, attempt int, idem fsm.Idempotency) (*call, error) {
-	rendered, err := Render(t.With.Arguments, rn.scope)
+func (rn *run) newCall(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency) (*call, error) {
+	rendered, err := spec.Render(t.With.Arguments, rn.scope)
 	if err != nil {
 		return nil, fmt.Errorf("with.arguments: %w", err)
 	}

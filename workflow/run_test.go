@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // openDB opens a fresh event log in a temporary directory.
@@ -25,29 +25,14 @@ func openDB(tb testing.TB) *events.DB {
 
 // oneCall is a workflow with one task calling tool on url.
 func oneCall(url, tool, idem, args string) string {
-	return fmt.Sprintf(`apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: one-call}
-spec:
-  policy:
-    networkAllowlist: [127.0.0.1]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    local: {url: %q, timeoutSeconds: 30}
-  actions:
-    act: {kind: mcp.call, idempotency: %s}
-  tasks:
-    - id: only
-      uses: action:act
-      with: {server: local, tool: %s, arguments: %s}
-  outputs:
-    result: "${{ tasks.only.output }}"
-`, url, idem, tool, args)
+	return testkit.Workflow{Name: "one-call", URL: url,
+		Tasks:   []testkit.Task{{ID: "only", Action: "act", Idempotency: idem, Tool: tool, Arguments: args}},
+		Outputs: []testkit.Output{{Name: "result", Value: "${{ tasks.only.output }}"}}}.YAML()
 }
 
-func mustParse(tb testing.TB, src string) *workflow.Workflow {
+func mustParse(tb testing.TB, src string) *spec.Workflow {
 	tb.Helper()
-	wf, err := workflow.Parse("test.yaml", []byte(src))
+	wf, err := spec.Parse("test.yaml", []byte(src))
 	if err != nil {
 		tb.Fatalf("parse: %v", err)
 	}

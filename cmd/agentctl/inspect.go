@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
 )
 
@@ -21,20 +22,17 @@ func (a *app) inspectCmd() *cobra.Command {
 			if html.on || html.out != "" {
 				return a.inspectHTML(cmd.Context(), args[0], html)
 			}
-			db, err := a.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			doc, err := projector.Inspect(cmd.Context(), db, args[0])
-			if err != nil {
-				return err
-			}
-			if a.output != "human" {
-				return a.printJSON(a.stdout, "Inspect", true, doc)
-			}
-			printInspect(a.stdout, doc)
-			return nil
+			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
+				doc, err := projector.Inspect(cmd.Context(), db, args[0])
+				if err != nil {
+					return err
+				}
+				if a.output != "human" {
+					return a.printJSON(a.stdout, "Inspect", true, doc)
+				}
+				printInspect(a.stdout, doc)
+				return nil
+			})
 		},
 	}
 	html.add(cmd)

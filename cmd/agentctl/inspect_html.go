@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/projector/report"
 	"github.com/agentctl/agentctl/workflow"
@@ -32,16 +33,17 @@ func (a *app) inspectHTML(ctx context.Context, runID string, h htmlFlags) error 
 	if !h.on {
 		return usageErr("-o/--out %q needs --html (inspect RUN --html -o FILE)", h.out)
 	}
-	out := h.out
-	db, err := a.openExisting(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	r, err := report.Build(ctx, db, runID, report.Options{Reconcile: workflow.ReconcileCommands, RedispatchBudget: redispatchBudget})
-	if err != nil {
-		return err
-	}
+	return a.withExistingDB(ctx, func(db *events.DB) error {
+		r, err := report.Build(ctx, db, runID, report.Options{Reconcile: workflow.ReconcileCommands, RedispatchBudget: redispatchBudget})
+		if err != nil {
+			return err
+		}
+		return a.writeReport(r, h.out)
+	})
+}
+
+// writeReport writes r to out: stdout for "-", RUN_ID.html here for "".
+func (a *app) writeReport(r *report.Report, out string) error {
 	if out == "-" {
 		return report.Write(a.stdout, r)
 	}
@@ -59,6 +61,7 @@ func (a *app) inspectHTML(ctx context.Context, runID string, h htmlFlags) error 
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write report %s: %w", out, err)
 	}
+	runID := r.Doc.Run.RunID
 	if a.output != "human" {
 		return a.printJSON(a.stdout, "Report", true, map[string]any{"runId": runID, "path": out, "chainVerified": r.Chain.Verified})
 	}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // adhoc holds the flags shared by `mcp tools` and `mcp call`.
@@ -30,7 +32,7 @@ func (f *adhoc) register(cmd *cobra.Command) {
 
 // workflowFor writes the one-task workflow an ad-hoc command records, so that
 // inspect, replay and audit work on it like on any run.
-func (f *adhoc) workflowFor(rawURL, tool, idempotency string, args json.RawMessage) (*workflow.Workflow, error) {
+func (f *adhoc) workflowFor(rawURL, tool, idempotency string, args json.RawMessage) (*spec.Workflow, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
 		return nil, usageErr("URL %q: want an absolute http(s) URL", rawURL)
@@ -90,7 +92,7 @@ func (f *adhoc) workflowFor(rawURL, tool, idempotency string, args json.RawMessa
 		fmt.Fprintf(&b, "  tasks:\n    - id: call\n      uses: action:call\n      with:\n        server: remote\n        tool: %s\n        arguments: %s\n", quote(tool), args)
 		b.WriteString("  outputs:\n    result: \"${{ tasks.call.output }}\"\n")
 	}
-	wf, err := workflow.Parse("adhoc.yaml", []byte(b.String()))
+	wf, err := spec.Parse("adhoc.yaml", []byte(b.String()))
 	if err != nil {
 		if !f.allowPrivate && strings.Contains(err.Error(), "allowPrivate") {
 			err = fmt.Errorf("%w\n(ad hoc: pass --allow-private to allow loopback and private addresses)", err)
@@ -136,33 +138,30 @@ func (a *app) mcpToolsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			db, err := a.openDB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			r := a.runner(db)
-			res, cat, err := r.ListTools(cmd.Context(), wf, "remote")
-			if err != nil {
-				return err
-			}
-			if res.Err != nil {
-				return &exitError{code: res.ExitCode, runID: res.RunID, err: res.Err}
-			}
-			if a.output != "human" {
-				return a.printJSON(a.stdout, "ToolList", true, map[string]any{"runId": res.RunID, "tools": cat.Tools, "warnings": cat.Warnings})
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTITLE\tINPUT\tOUTPUT\tHINTS (untrusted)\tDESCRIPTION")
-			for _, t := range cat.Tools {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(t.Name), truncate(clean(t.Title), 24), schemaSummary(t.InputSchema), schemaSummary(t.OutputSchema), hints(t.Annotations), truncate(clean(t.Description), 60))
-			}
-			_ = tw.Flush()
-			for _, w := range cat.Warnings {
-				fmt.Fprintf(a.stderr, "warning: %s\n", clean(w))
-			}
-			fmt.Fprintf(a.stderr, "run %s (%d tools)\n", res.RunID, len(cat.Tools))
-			return nil
+			return a.withDB(cmd.Context(), func(db *events.DB) error {
+				r := a.runner(db)
+				res, cat, err := r.ListTools(cmd.Context(), wf, "remote")
+				if err != nil {
+					return err
+				}
+				if res.Err != nil {
+					return &exitError{code: res.ExitCode, runID: res.RunID, err: res.Err}
+				}
+				if a.output != "human" {
+					return a.printJSON(a.stdout, "ToolList", true, map[string]any{"runId": res.RunID, "tools": cat.Tools, "warnings": cat.Warnings})
+				}
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tTITLE\tINPUT\tOUTPUT\tHINTS (untrusted)\tDESCRIPTION")
+				for _, t := range cat.Tools {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(t.Name), truncate(clean(t.Title), 24), schemaSummary(t.InputSchema), schemaSummary(t.OutputSchema), hints(t.Annotations), truncate(clean(t.Description), 60))
+				}
+				_ = tw.Flush()
+				for _, w := range cat.Warnings {
+					fmt.Fprintf(a.stderr, "warning: %s\n", clean(w))
+				}
+				fmt.Fprintf(a.stderr, "run %s (%d tools)\n", res.RunID, len(cat.Tools))
+				return nil
+			})
 		},
 	}
 	f.register(cmd)

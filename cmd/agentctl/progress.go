@@ -8,10 +8,10 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/projector"
 )
 
@@ -389,18 +389,8 @@ func short(id string) string {
 	return id
 }
 
-// clean neutralises control characters, terminal escape sequences (ESC and
-// the C1 controls, including CSI) and bidirectional overrides in remote
-// text: each becomes U+FFFD, so the text prints as data and cannot move the
-// cursor, recolour or retitle the terminal.
-func clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029' {
-			return '�'
-		}
-		return r
-	}, s)
-}
+// clean is termtext.Line, the one sanitizer for text printed to a human.
+func clean(s string) string { return termtext.Line(s) }
 
 // humanValue prints strings bare and everything else as compact JSON.
 func humanValue(v any) string {

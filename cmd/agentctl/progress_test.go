@@ -31,22 +31,6 @@ func TestBar(t *testing.T) {
 	}
 }
 
-func TestClean(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain":              "plain",
-		"\x1b[31mred\x1b[0m": "�[31mred�[0m",
-		"\x1b]0;title\x07":   "�]0;title�",
-		"a\u009b31mb":        "a�31mb", // C1 CSI
-		"bidi\u202eevil":     "bidi�evil",
-		"line\nbreak\r\tend": "line�break��end",
-		"ünïcode ok ✓":       "ünïcode ok ✓",
-	} {
-		if got := clean(in); got != want {
-			t.Errorf("clean(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestUseColor(t *testing.T) {
 	for _, tt := range []struct {
 		mode    string

@@ -17,8 +17,10 @@ import (
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 )
 
-// TestMain lets the test binary act as agentctl for subprocess tests.
+// TestMain lets the test binary act as agentctl for subprocess tests, and
+// installs the test hooks (hooks_test.go) that the shipping binary lacks.
 func TestMain(m *testing.M) {
+	installTestHooks()
 	if os.Getenv("AGENTCTL_TEST_MAIN") == "1" {
 		main()
 		return
@@ -65,7 +67,7 @@ func runCount(t *testing.T, db string) int {
 
 func TestCLI_BadInputCatalogue(t *testing.T) {
 	db, before := seededDB(t)
-	files, err := filepath.Glob("../../workflow/testdata/lang/bad/*.yaml")
+	files, err := filepath.Glob("../../workflow/spec/testdata/lang/bad/*.yaml")
 	if err != nil || len(files) < 30 {
 		t.Fatalf("catalogue has %d files (%v), want ≥ 30", len(files), err)
 	}
@@ -83,35 +85,45 @@ func TestCLI_BadInputCatalogue(t *testing.T) {
 		name string
 		args []string
 		want string // a fragment the message must contain
+		code int    // 0 means 2 (invalid input)
 	}
 	var cases []tc
 	for _, f := range files {
-		cases = append(cases, tc{filepath.Base(f), []string{"run", f}, f + ":"})
+		c := tc{name: filepath.Base(f), args: []string{"run", f}, want: f + ":"}
+		switch c.name {
+		case "policy_allowlist.yaml", "policy_private.yaml", "policy_private_ranges.yaml", "policy_scheme.yaml":
+			c.code = 3 // every problem in these files is a policy refusal
+		}
+		cases = append(cases, c)
 	}
 	cases = append(cases,
-		tc{"input-without-equals", []string{"run", good, "--input", "query"}, "--input"},
-		tc{"input-empty-name", []string{"run", good, "--input", "=x"}, "--input"},
-		tc{"input-undeclared", []string{"run", good, "--input", "nope=1"}, "nope"},
-		tc{"unknown-command", []string{"runn", good}, "runn"},
-		tc{"inspect-two-args", []string{"inspect", "a", "b"}, "inspect"},
-		tc{"inputs-file-missing", []string{"run", good, "--inputs-file", filepath.Join(dir, "missing.json")}, "missing.json"},
-		tc{"inputs-file-garbage", []string{"run", good, "--inputs-file", notJSON}, "inputs.txt"},
-		tc{"output-format", []string{"run", good, "--output", "xml"}, "--output"},
-		tc{"durability", []string{"run", good, "--durability", "sometimes"}, "--durability"},
-		tc{"unknown-flag", []string{"run", good, "--frobnicate"}, "frobnicate"},
-		tc{"no-file", []string{"run"}, "arg"},
-		tc{"missing-file", []string{"run", filepath.Join(dir, "absent.yaml")}, "absent.yaml"},
-		tc{"args-not-json", []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--args", "{nope", "--allow-private"}, "--args"},
-		tc{"args-not-object", []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--args", "[1]", "--allow-private"}, "--args"},
-		tc{"idempotency-class", []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--idempotency", "twice", "--allow-private"}, "twice"},
-		tc{"header-literal", []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--header", "authorization=Bearer x", "--allow-private"}, "--header"},
-		tc{"url-relative", []string{"mcp", "tools", "/mcp", "--allow-private"}, "/mcp"},
+		tc{name: "input-without-equals", args: []string{"run", good, "--input", "query"}, want: "--input"},
+		tc{name: "input-empty-name", args: []string{"run", good, "--input", "=x"}, want: "--input"},
+		tc{name: "input-undeclared", args: []string{"run", good, "--input", "nope=1"}, want: "nope"},
+		tc{name: "unknown-command", args: []string{"runn", good}, want: "runn"},
+		tc{name: "inspect-two-args", args: []string{"inspect", "a", "b"}, want: "inspect"},
+		tc{name: "inputs-file-missing", args: []string{"run", good, "--inputs-file", filepath.Join(dir, "missing.json")}, want: "missing.json"},
+		tc{name: "inputs-file-garbage", args: []string{"run", good, "--inputs-file", notJSON}, want: "inputs.txt"},
+		tc{name: "output-format", args: []string{"run", good, "--output", "xml"}, want: "--output"},
+		tc{name: "durability", args: []string{"run", good, "--durability", "sometimes"}, want: "--durability"},
+		tc{name: "unknown-flag", args: []string{"run", good, "--frobnicate"}, want: "frobnicate"},
+		tc{name: "no-file", args: []string{"run"}, want: "arg"},
+		tc{name: "missing-file", args: []string{"run", filepath.Join(dir, "absent.yaml")}, want: "absent.yaml"},
+		tc{name: "args-not-json", args: []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--args", "{nope", "--allow-private"}, want: "--args"},
+		tc{name: "args-not-object", args: []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--args", "[1]", "--allow-private"}, want: "--args"},
+		tc{name: "idempotency-class", args: []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--idempotency", "twice", "--allow-private"}, want: "twice"},
+		tc{name: "header-literal", args: []string{"mcp", "call", "http://127.0.0.1:9/mcp", "echo", "--header", "authorization=Bearer x", "--allow-private"}, want: "--header"},
+		tc{name: "url-relative", args: []string{"mcp", "tools", "/mcp", "--allow-private"}, want: "/mcp"},
 	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, stderr, code := cli(t, append(c.args, "--db", db)...)
-			if code != 2 {
-				t.Fatalf("exit %d, want 2; stderr: %s", code, stderr)
+			want := c.code
+			if want == 0 {
+				want = 2
+			}
+			if code != want {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, want, stderr)
 			}
 			if !strings.Contains(stderr, c.want) {
 				t.Fatalf("message does not name %q: %s", c.want, stderr)

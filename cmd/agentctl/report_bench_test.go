@@ -16,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // BenchmarkReportHTML compares `inspect RUN --html -o -` with `inspect RUN
@@ -130,7 +131,7 @@ spec:
   tasks:
     - {id: only, uses: action:call, with: {server: s, tool: progress}}
 `, srv.URL)
-	wf, err := workflow.Parse("big.yaml", []byte(src))
+	wf, err := spec.Parse("big.yaml", []byte(src))
 	if err != nil {
 		return "", err
 	}

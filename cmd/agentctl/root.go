@@ -17,6 +17,7 @@ import (
 	"github.com/agentctl/agentctl/migrations"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // APIVersion is the version of the CLI's JSON envelope.
@@ -47,11 +48,12 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// invalid wraps the load error of a generated (ad-hoc) workflow: exit 3
-// when every problem is a policy refusal of the flags given, else 2. A
-// workflow file that contradicts its own policy is invalid input (2).
+// invalid wraps the load error of a workflow, from a file or generated
+// from flags: exit 3 when every problem is a policy refusal (the file or
+// the flags are fine, the policy forbids them), else 2. One rule for run,
+// check, submit and mcp.
 func invalid(err error) error {
-	var ds workflow.Diagnostics
+	var ds spec.Diagnostics
 	if errors.As(err, &ds) && ds.PolicyOnly() {
 		return &exitError{code: workflow.ExitUncertain, err: err}
 	}
@@ -182,8 +184,9 @@ func (a *app) openDB(ctx context.Context) (*events.DB, error) {
 // dbOptions are the storage options the global flags select.
 func (a *app) dbOptions() events.Options {
 	o := events.Options{Durability: events.Durability(a.durability), BusyTimeout: a.busyTimeout}
-	// Test hook (storage_test.go): cap the database to simulate a full disk.
-	_, _ = fmt.Sscan(os.Getenv("AGENTCTL_TEST_MAX_PAGES"), &o.MaxPageCount)
+	if testHooks.dbOptions != nil {
+		testHooks.dbOptions(&o)
+	}
 	return o
 }
 
@@ -195,6 +198,28 @@ func (a *app) openExisting(ctx context.Context) (*events.DB, error) {
 		return nil, &events.Error{Op: "open", Path: path, Err: fmt.Errorf("no database (run a workflow first, or pass --db): %w", err)}
 	}
 	return events.Open(ctx, path, a.dbOptions())
+}
+
+// withDB opens (creating) the database for a command that writes, hands
+// it to fn and closes it when fn returns.
+func (a *app) withDB(ctx context.Context, fn func(*events.DB) error) error {
+	db, err := a.openDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
+}
+
+// withExistingDB is withDB for a command that only reads: a missing
+// database is an error, not a new empty one.
+func (a *app) withExistingDB(ctx context.Context, fn func(*events.DB) error) error {
+	db, err := a.openExisting(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
 }
 
 // envelope is the JSON shape of every --output json answer.
@@ -227,12 +252,13 @@ func (a *app) printError(err error, code int, runID string) {
 			Error: map[string]any{"message": err.Error(), "exitCode": code, "runId": rid}})
 		return
 	}
-	msg := err.Error()
-	if !strings.Contains(msg, "\n") {
-		fmt.Fprintf(a.stderr, "agentctl: %s\n", msg)
-	} else {
-		fmt.Fprintf(a.stderr, "agentctl: %s\n", strings.ReplaceAll(msg, "\n", "\n  "))
+	// Error text may quote a server (an error message, a tool's content):
+	// every line passes the one sanitizer before it reaches the terminal.
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = clean(l)
 	}
+	fmt.Fprintf(a.stderr, "agentctl: %s\n", strings.Join(lines, "\n  "))
 	if runID != "" {
 		fmt.Fprintf(a.stderr, "run: %s (agentctl inspect %s)\n", runID, runID)
 	}
@@ -253,8 +279,11 @@ func classify(ctx context.Context, err error) (int, string) {
 	if errors.As(err, &we) {
 		return we.Code, we.RunID
 	}
-	var ds workflow.Diagnostics
+	var ds spec.Diagnostics
 	if errors.As(err, &ds) {
+		if ds.PolicyOnly() {
+			return workflow.ExitUncertain, ""
+		}
 		return workflow.ExitInvalid, ""
 	}
 	if errors.Is(err, projector.ErrUnknownRun) {

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // runFlags are the inputs of `run` (and `demo`).
@@ -24,10 +24,10 @@ func (f *runFlags) register(cmd *cobra.Command) {
 }
 
 // resolve merges --inputs-file and --input and checks them against the workflow.
-func (f *runFlags) resolve(wf *workflow.Workflow) (map[string]any, error) {
+func (f *runFlags) resolve(wf *spec.Workflow) (map[string]any, error) {
 	given := map[string]any{}
 	if f.inputsFile != "" {
-		m, err := workflow.LoadInputsFile(f.inputsFile)
+		m, err := spec.LoadInputsFile(f.inputsFile)
 		if err != nil {
 			return nil, &exitError{code: workflow.ExitInvalid, err: err}
 		}
@@ -36,13 +36,13 @@ func (f *runFlags) resolve(wf *workflow.Workflow) (map[string]any, error) {
 		}
 	}
 	for _, kv := range f.inputs {
-		k, v, err := workflow.ParseInputFlag(kv)
+		k, v, err := spec.ParseInputFlag(kv)
 		if err != nil {
 			return nil, &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--input %q: %w", kv, err)}
 		}
 		given[k] = v
 	}
-	in, err := workflow.ResolveInputs(wf, given)
+	in, err := spec.ResolveInputs(wf, given)
 	if err != nil {
 		return nil, &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("%s: %w", wf.File, err)}
 	}
@@ -58,9 +58,9 @@ func (a *app) runCmd() *cobra.Command {
   agentctl run wf.yaml --inputs-file inputs.json --output json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			wf, err := workflow.Load(args[0])
+			wf, err := spec.Load(args[0])
 			if err != nil {
-				return &exitError{code: workflow.ExitInvalid, err: err}
+				return invalid(err)
 			}
 			inputs, err := f.resolve(wf)
 			if err != nil {
@@ -74,23 +74,20 @@ func (a *app) runCmd() *cobra.Command {
 }
 
 // execRun runs wf and prints its result in the chosen output format.
-func (a *app) execRun(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, opts workflow.RunOptions) error {
-	db, err := a.openDB(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	r := a.runner(db)
-	res, err := r.Run(ctx, wf, inputs, opts)
-	if err != nil {
-		return err
-	}
-	return a.printResult(res)
+func (a *app) execRun(ctx context.Context, wf *spec.Workflow, inputs map[string]any, opts workflow.RunOptions) error {
+	return a.withDB(ctx, func(db *events.DB) error {
+		r := a.runner(db)
+		res, err := r.Run(ctx, wf, inputs, opts)
+		if err != nil {
+			return err
+		}
+		return a.printResult(res)
+	})
 }
 
 // runner builds a workflow.Runner wired to this invocation's output.
 func (a *app) runner(db *events.DB) *workflow.Runner {
-	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version, CrashAfter: os.Getenv("AGENTCTL_TEST_CRASH_AFTER")}
+	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version}
 	switch a.output {
 	case "jsonl":
 		r.Observe = func(e events.Event) { _ = a.printJSON(a.stdout, "Event", true, e) }
@@ -98,7 +95,23 @@ func (a *app) runner(db *events.DB) *workflow.Runner {
 		a.prog = newProgress(a.stderr, a.color)
 		r.Observe = a.prog.observe
 	}
+	if testHooks.runner != nil {
+		testHooks.runner(r)
+	}
 	return r
+}
+
+// testHooks are set only by this package's tests (TestMain, through
+// hooks_test.go), never by the shipping binary, which reads no test switch
+// from its environment: a stray variable cannot kill a user's run or cap
+// the database.
+var testHooks struct {
+	// runner adjusts every Runner a command builds (the crash matrix
+	// SIGKILLs the process after a chosen event).
+	runner func(*workflow.Runner)
+	// dbOptions adjusts the storage options (a capped database stands in
+	// for a full disk).
+	dbOptions func(*events.Options)
 }
 
 // runResult is the data of a RunResult envelope.

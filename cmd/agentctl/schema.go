@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 func (a *app) schemaCmd() *cobra.Command {
@@ -16,7 +16,7 @@ parser uses. Point your editor's YAML language server at it to get validation an
 		Example: "  agentctl schema > agentctl.schema.json",
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := a.stdout.Write(workflow.JSONSchema())
+			_, err := a.stdout.Write(spec.JSONSchema())
 			return err
 		},
 	}

@@ -1,0 +1,161 @@
+package spec
+
+// The types in this file are the workflow file format (DESIGN §7). The yaml
+// tags name the keys accepted by the decoder; the json and jsonschema tags
+// drive JSONSchema. Keep the three in step: a key added here is accepted by
+// Parse and described by JSONSchema at once.
+
+// APIVersion is the only accepted value of a workflow file's apiVersion.
+const APIVersion = "agentctl.dev/v1alpha1"
+
+// Kind is the only accepted value of a workflow file's kind.
+const Kind = "Workflow"
+
+// ProtocolVersion is the only MCP protocol version agentctl speaks.
+const ProtocolVersion = "2025-11-25"
+
+// ActionKindMCPCall is the only action kind: one tools/call on a remote.
+const ActionKindMCPCall = "mcp.call"
+
+// Idempotency classes an action may declare (DESIGN §2).
+const (
+	IdempotencyPure       = "pure"
+	IdempotencyIdempotent = "idempotent"
+	IdempotencyKeyed      = "keyed"
+	IdempotencyAtMostOnce = "at_most_once"
+	IdempotencyUnknown    = "unknown"
+)
+
+// Workflow is a parsed, checked workflow file.
+type Workflow struct {
+	APIVersion string   `yaml:"apiVersion" json:"apiVersion" jsonschema:"required,enum=agentctl.dev/v1alpha1" jsonschema_description:"File format version; must be agentctl.dev/v1alpha1."`
+	Kind       string   `yaml:"kind" json:"kind" jsonschema:"required,enum=Workflow" jsonschema_description:"Always Workflow."`
+	Metadata   Metadata `yaml:"metadata" json:"metadata" jsonschema:"required" jsonschema_description:"Name and description of the workflow."`
+	Spec       Spec     `yaml:"spec" json:"spec" jsonschema:"required" jsonschema_description:"Inputs, policy, remotes, actions, tasks and outputs."`
+
+	File   string `yaml:"-" json:"-"` // path as given to Load or Parse
+	Source []byte `yaml:"-" json:"-"` // exact bytes read
+	Digest string `yaml:"-" json:"-"` // "sha256:<hex>" of Source
+
+	pos positions // where each field path was found in Source
+}
+
+// Metadata names and describes a workflow.
+type Metadata struct {
+	Name        string `yaml:"name" json:"name" jsonschema:"required,minLength=1" jsonschema_description:"Workflow name; required."`
+	Description string `yaml:"description" json:"description,omitempty" jsonschema_description:"Free text for humans."`
+}
+
+// Spec is the body of a workflow.
+type Spec struct {
+	Inputs     map[string]InputSpec  `yaml:"inputs" json:"inputs,omitempty" jsonschema_description:"Declared inputs by name. When absent, templates may name any input."`
+	Policy     PolicySpec            `yaml:"policy" json:"policy,omitzero" jsonschema_description:"Network and secret policy applied to every remote."`
+	MCPServers map[string]ServerSpec `yaml:"mcpServers" json:"mcpServers,omitempty" jsonschema_description:"Remote MCP servers by name; tasks name them in with.server."`
+	Actions    map[string]ActionSpec `yaml:"actions" json:"actions,omitempty" jsonschema_description:"Actions by name; tasks use them as action:<name>."`
+	Tasks      []TaskSpec            `yaml:"tasks" json:"tasks" jsonschema:"required,minItems=1" jsonschema_description:"Tasks in file order; each runs after the tasks it needs."`
+	Outputs    map[string]any        `yaml:"outputs" json:"outputs,omitempty" jsonschema_description:"Run outputs; values may contain templates naming any task."`
+}
+
+// InputSpec declares one workflow input.
+type InputSpec struct {
+	Type        string `yaml:"type" json:"type,omitempty" jsonschema:"enum=string,enum=number,enum=integer,enum=boolean,enum=object,enum=array" jsonschema_description:"JSON type of the value; absent means any type."`
+	Default     any    `yaml:"default" json:"default,omitempty" jsonschema_description:"Value used when the input is not given."`
+	Description string `yaml:"description" json:"description,omitempty" jsonschema_description:"Free text for humans."`
+	Required    *bool  `yaml:"required" json:"required,omitempty" jsonschema_description:"Whether the input must be given; default: required iff there is no default."`
+}
+
+// IsRequired reports whether the input must be given by the caller.
+func (in InputSpec) IsRequired() bool {
+	if in.Required != nil {
+		return *in.Required
+	}
+	return in.Default == nil
+}
+
+// PolicySpec is the network and secret policy of a workflow.
+type PolicySpec struct {
+	NetworkAllowlist     []string    `yaml:"networkAllowlist" json:"networkAllowlist,omitempty" jsonschema_description:"Hosts remotes may use: exact names, IP literals or *.suffix. Empty allows any host (private addresses still need allowPrivate)."`
+	EnvironmentAllowlist []string    `yaml:"environmentAllowlist" json:"environmentAllowlist,omitempty" jsonschema_description:"Environment variables secret references may read; a variable not listed cannot be read."`
+	SecretFileRoots      []string    `yaml:"secretFileRoots" json:"secretFileRoots,omitempty" jsonschema_description:"Absolute directories secret files must lie under; a file outside them cannot be read."`
+	Network              NetworkSpec `yaml:"network" json:"network,omitzero" jsonschema_description:"Schemes, ports, private ranges and limits."`
+}
+
+// NetworkSpec holds the transport limits of a workflow.
+type NetworkSpec struct {
+	AllowedSchemes        []string `yaml:"allowedSchemes" json:"allowedSchemes,omitempty" jsonschema_description:"URL schemes remotes may use (http or https); default [https]."`
+	AllowedPorts          []int    `yaml:"allowedPorts" json:"allowedPorts,omitempty" jsonschema_description:"Ports remotes may use; empty allows any port."`
+	AllowPrivate          bool     `yaml:"allowPrivate" json:"allowPrivate,omitempty" jsonschema_description:"Allow loopback, private and link-local addresses."`
+	ConnectTimeoutSeconds int      `yaml:"connectTimeoutSeconds" json:"connectTimeoutSeconds,omitempty" jsonschema:"minimum=0" jsonschema_description:"Connect timeout in seconds; 0 means the transport default."`
+	MaxResponseBytes      int64    `yaml:"maxResponseBytes" json:"maxResponseBytes,omitempty" jsonschema:"minimum=0" jsonschema_description:"Cap on bytes read per response; 0 means the transport default."`
+}
+
+// ServerSpec declares one remote MCP server.
+type ServerSpec struct {
+	URL             string                   `yaml:"url" json:"url" jsonschema:"required,minLength=1" jsonschema_description:"Streamable HTTP endpoint of the server."`
+	Headers         map[string]SecretRefSpec `yaml:"headers" json:"headers,omitempty" jsonschema_description:"Extra request headers; every value is a secret reference."`
+	TimeoutSeconds  int                      `yaml:"timeoutSeconds" json:"timeoutSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Inactivity timeout per request, restarted by every frame."`
+	MaxSeconds      int                      `yaml:"maxSeconds" json:"maxSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Bound on the whole request."`
+	ProtocolVersion string                   `yaml:"protocolVersion" json:"protocolVersion,omitempty" jsonschema:"enum=2025-11-25" jsonschema_description:"MCP protocol version; only 2025-11-25."`
+}
+
+// SecretRefSpec names where a secret comes from: exactly one of Env or File.
+type SecretRefSpec struct {
+	Env  string `yaml:"env" json:"env,omitempty" jsonschema:"oneof_required=env,minLength=1" jsonschema_description:"Environment variable holding the value."`
+	File string `yaml:"file" json:"file,omitempty" jsonschema:"oneof_required=file,minLength=1" jsonschema_description:"File holding the value (trailing newline trimmed)."`
+}
+
+// ActionSpec declares an action tasks can use.
+type ActionSpec struct {
+	Kind        string `yaml:"kind" json:"kind" jsonschema:"required,enum=mcp.call" jsonschema_description:"Action kind; only mcp.call."`
+	Idempotency string `yaml:"idempotency" json:"idempotency,omitempty" jsonschema:"enum=pure,enum=idempotent,enum=keyed,enum=at_most_once,enum=unknown" jsonschema_description:"Whether a resend is safe; default unknown (never resent)."`
+}
+
+// Class returns the declared idempotency, or "unknown" when none was declared.
+func (a ActionSpec) Class() string {
+	if a.Idempotency == "" {
+		return IdempotencyUnknown
+	}
+	return a.Idempotency
+}
+
+// TaskSpec is one step of a workflow.
+type TaskSpec struct {
+	ID           string         `yaml:"id" json:"id" jsonschema:"required,pattern=^[A-Za-z_][A-Za-z0-9_-]*$" jsonschema_description:"Unique task id."`
+	Uses         string         `yaml:"uses" json:"uses" jsonschema:"required,pattern=^action:" jsonschema_description:"The action to run, as action:<name>."`
+	With         TaskWith       `yaml:"with" json:"with" jsonschema:"required" jsonschema_description:"Server, tool and arguments of the call."`
+	Needs        []string       `yaml:"needs" json:"needs,omitempty" jsonschema_description:"Tasks that must succeed first; absent means the previous task."`
+	OutputSchema map[string]any `yaml:"outputSchema" json:"outputSchema,omitempty" jsonschema_description:"JSON Schema the task output must satisfy."`
+
+	Line int `yaml:"-" json:"-"` // line of the task in the file
+}
+
+// TaskWith holds the call a task makes.
+type TaskWith struct {
+	Server    string         `yaml:"server" json:"server" jsonschema:"required,minLength=1" jsonschema_description:"Name of a remote under spec.mcpServers."`
+	Tool      string         `yaml:"tool" json:"tool" jsonschema:"required,minLength=1" jsonschema_description:"Tool name on that server."`
+	Arguments map[string]any `yaml:"arguments" json:"arguments,omitempty" jsonschema_description:"Tool arguments; strings may contain templates."`
+}
+
+// ActionName returns the action a task uses: the part of Uses after "action:".
+func (t TaskSpec) ActionName() string {
+	const p = "action:"
+	if len(t.Uses) > len(p) && t.Uses[:len(p)] == p {
+		return t.Uses[len(p):]
+	}
+	return ""
+}
+
+// Action returns the action the task uses; the zero ActionSpec if it is not declared.
+func (w *Workflow) Action(task TaskSpec) ActionSpec {
+	return w.Spec.Actions[task.ActionName()]
+}
+
+// Task returns the task with the given id.
+func (w *Workflow) Task(id string) (TaskSpec, bool) {
+	for _, t := range w.Spec.Tasks {
+		if t.ID == id {
+			return t, true
+		}
+	}
+	return TaskSpec{}, false
+}

@@ -1,0 +1,40 @@
+package spec
+
+import (
+	"time"
+
+	"github.com/agentctl/agentctl/transport"
+)
+
+// transportPolicy is the workflow's policy as the transport applies it.
+func (w *Workflow) transportPolicy() transport.Policy {
+	p := w.Spec.Policy
+	return transport.Policy{
+		NetworkAllowlist:     p.NetworkAllowlist,
+		AllowedSchemes:       p.Network.AllowedSchemes,
+		AllowedPorts:         p.Network.AllowedPorts,
+		AllowPrivate:         p.Network.AllowPrivate,
+		EnvironmentAllowlist: p.EnvironmentAllowlist,
+		SecretFileRoots:      p.SecretFileRoots,
+		ConnectTimeout:       time.Duration(p.Network.ConnectTimeoutSeconds) * time.Second,
+		MaxResponseBytes:     p.Network.MaxResponseBytes,
+	}
+}
+
+// TransportConfig turns a server declaration and the workflow policy into
+// the transport's configuration.
+func (w *Workflow) TransportConfig(name string) transport.Config {
+	srv := w.Spec.MCPServers[name]
+	headers := map[string]transport.SecretRef{}
+	for k, v := range srv.Headers {
+		headers[k] = transport.SecretRef{Env: v.Env, File: v.File}
+	}
+	cfg := transport.Config{
+		URL:         srv.URL,
+		Headers:     headers,
+		Policy:      w.transportPolicy(),
+		Timeout:     time.Duration(srv.TimeoutSeconds) * time.Second,
+		MaxDuration: time.Duration(srv.MaxSeconds) * time.Second,
+	}
+	return cfg
+}
