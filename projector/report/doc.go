@@ -12,6 +12,7 @@
 // fetched when the page is opened: no script, inline CSS and SVG, and a
 // Content-Security-Policy that forbids every remote source.
 //
-// Remote text is data: html/template escapes it, and the rendered page has
-// its control and bidi characters rewritten as visible \uXXXX text.
+// Remote text is data: html/template escapes it, and the rendered page
+// passes internal/termtext, which shows control and bidi characters as
+// U+FFFD.
 package report

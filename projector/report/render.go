@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/agentctl/agentctl/internal/termtext"
 )
 
 //go:embed report.html.tmpl
@@ -59,9 +59,10 @@ type callMarkRow struct {
 
 // Write renders r as one self-contained HTML page (inline CSS and SVG, no
 // script, a CSP that forbids every remote source). Every string from the log
-// is escaped by html/template; on top of that, control characters and
-// Unicode bidi controls are written as visible \uXXXX text, so remote text
-// can neither hide nor reorder what the page says.
+// is escaped by html/template; then the page passes the one sanitizer for
+// text shown to people (internal/termtext), so control characters and
+// Unicode bidi controls in remote text show as U+FFFD and can neither hide
+// nor reorder what the page says. The template itself holds none of them.
 func Write(w io.Writer, r *Report) error {
 	p := page{Report: r, CSP: CSP, Timeline: layout(r),
 		States: []string{"succeeded", "failed", "uncertain", "cancelled", "running"}}
@@ -72,7 +73,7 @@ func Write(w io.Writer, r *Report) error {
 	if err := pageTemplate.Execute(&b, p); err != nil {
 		return fmt.Errorf("render report of run %s: %w", r.Doc.Run.RunID, err)
 	}
-	_, err := w.Write(visible(b.Bytes()))
+	_, err := io.WriteString(w, termtext.Block(b.String()))
 	return err
 }
 
@@ -106,52 +107,6 @@ func (r *Report) RemoteList() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// visible rewrites C0 and C1 controls (but tab, newline and carriage
-// return), DEL, the Unicode bidi controls and the line and paragraph
-// separators as the six characters \uXXXX. It runs on the rendered page,
-// after html/template escaped it, so no remote string can slip past it; the
-// template itself holds none of these characters.
-func visible(b []byte) []byte {
-	if !needsRewrite(b) {
-		return b
-	}
-	out := make([]byte, 0, len(b)+64)
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		if hidden(r) {
-			out = append(out, fmt.Sprintf(`\u%04x`, r)...)
-		} else {
-			out = append(out, b[:n]...)
-		}
-		b = b[n:]
-	}
-	return out
-}
-
-// needsRewrite is the fast path: most pages have nothing to rewrite. The
-// hidden runes are ASCII controls or start with byte 0xc2 (C1), 0xd8
-// (U+061C) or 0xe2 (U+200E, U+200F, U+2028-U+202E, U+2066-U+2069).
-func needsRewrite(b []byte) bool {
-	for i, c := range b {
-		switch {
-		case c < 0x20 && c != '\t' && c != '\n' && c != '\r', c == 0x7f:
-			return true
-		case c == 0xc2 || c == 0xd8 || c == 0xe2:
-			if r, _ := utf8.DecodeRune(b[i:]); hidden(r) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func hidden(r rune) bool {
-	if r == '\t' || r == '\n' || r == '\r' {
-		return false
-	}
-	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
 }
 
 func derefOr(s *string, or string) string {

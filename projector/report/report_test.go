@@ -50,22 +50,6 @@ func TestTickStep(t *testing.T) {
 	}
 }
 
-func TestVisible(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain\ttext\n":         "plain\ttext\n",
-		"a\u202eb":              `a\u202eb`,
-		"\x1b[31mred\x07":       `\u001b[31mred\u0007`,
-		"c1\u009bx":             `c1\u009bx`,
-		"iso\u2066\u2069\u061c": `iso\u2066\u2069\u061c`,
-		"ls\u2028ps\u2029":      `ls\u2028ps\u2029`,
-		"déjà vu — ok…":         "déjà vu — ok…",
-	} {
-		if got := string(visible([]byte(in))); got != want {
-			t.Errorf("visible(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // appendOne appends one event to run, each in its own transaction so each
 // gets its own (later) created_at.
 func appendOne(t *testing.T, db *events.DB, run, stream, typ string, payload any) {
