@@ -53,12 +53,13 @@ func (c *chainCheck) add(e events.Event) {
 }
 
 // result waits for the check of every event added and returns how many
-// verified and the first break (nil when the chain holds). Call it once.
-func (c *chainCheck) result() (int64, error) {
+// verified, the chain versions met (events.Verifier.Chain) and the first
+// break (nil when the chain holds). Call it once.
+func (c *chainCheck) result() (int64, string, error) {
 	if len(c.batch) > 0 {
 		c.in <- c.batch
 	}
 	close(c.in)
 	<-c.done
-	return c.v.Count(), c.err
+	return c.v.Count(), c.v.Chain(), c.err
 }

@@ -30,6 +30,7 @@ type Chain struct {
 	RunID    string
 	Verified bool
 	Events   int64
+	Version  string // the chain versions met, e.g. "v2"
 	Error    string
 }
 
@@ -60,19 +61,19 @@ type Report struct {
 func Build(ctx context.Context, db *events.DB, runID string, opts Options) (*Report, error) {
 	f := newFold(runID)
 	doc, err := projector.InspectEach(ctx, db, runID, f.add)
-	verified, chainErr := f.chain.result()
+	verified, version, chainErr := f.chain.result()
 	if err != nil {
 		return nil, err
 	}
 	r := &Report{Doc: doc, Database: db.Path(), Start: f.first, End: f.last, Lanes: f.lanes, Calls: f.calls,
 		Sessions: f.sessions, RunMarks: f.runMarks, Reconnects: map[string]int{}}
-	r.Chain = Chain{RunID: runID, Verified: chainErr == nil, Events: verified}
+	r.Chain = Chain{RunID: runID, Verified: chainErr == nil, Events: verified, Version: version}
 	if chainErr != nil {
 		r.Chain.Error = chainErr.Error()
 	}
 	if src := doc.Run.SourceRunID; src != nil && *src != "" {
-		n, err := db.VerifyRun(ctx, *src)
-		r.Source = &Chain{RunID: *src, Verified: err == nil, Events: n}
+		rc, err := db.VerifyRunChain(ctx, *src)
+		r.Source = &Chain{RunID: *src, Verified: err == nil, Events: rc.Events, Version: rc.Chain}
 		if err != nil {
 			r.Source.Error = err.Error()
 		}
