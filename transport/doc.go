@@ -20,9 +20,19 @@
 // server request, HTTP error) reaches it before the next one is read, so a
 // slow sink slows the reader (backpressure) and a failing sink aborts the
 // operation with [KindTransportLoss]. Frames are redacted: every resolved
-// secret value, as sent and as JSON-escaped, is replaced by [Redacted]; the
-// same holds for error messages and [CallResult]. Session ids are exposed
-// only as [Session.IDDigest].
+// secret value is replaced by [Redacted] inside JSON string values, matched
+// on the decoded text (any JSON escape spelling), never in member names,
+// numbers or literals; the same holds for error messages and [CallResult]
+// (whose IsError is read from the response as received). Text is scrubbed
+// before it is cut to a bound, and a secret prefix of [MinSecretBytes] or
+// more left at a cut is scrubbed too. A secret value shorter than
+// [MinSecretBytes] is refused when resolved ([ErrSecretTooShort]), before
+// anything is sent. Session ids are exposed only as [Session.IDDigest].
+//
+// Remote schemas are compiled and applied under a budget ([MaxSchemaBytes],
+// [MaxSchemaNodes], the JSON depth bound, [MaxValidationSteps] worst-case
+// evaluations computed before validating); over it, validation fails with
+// [KindSchemaTooComplex], naming the tool and the bound.
 //
 // # Lifecycle and wire rules
 //
