@@ -11,8 +11,17 @@ import (
 // apply.go routes to them); each receives the decoded payload.
 
 func applyRunCreated(ctx context.Context, tx *events.Tx, e events.Event, p RunCreated) error {
-	return exec(ctx, tx, `INSERT INTO runs (run_id, workflow, workflow_digest, mode, source_run_id, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)`,
-		e.RunID, p.Workflow, p.Digest, p.Mode, nullable(p.SourceRunID), e.CreatedAt, e.CreatedAt)
+	state := "running"
+	if p.Queued {
+		state = "queued"
+	}
+	return exec(ctx, tx, `INSERT INTO runs (run_id, workflow, workflow_digest, mode, source_run_id, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.RunID, p.Workflow, p.Digest, p.Mode, nullable(p.SourceRunID), state, e.CreatedAt, e.CreatedAt)
+}
+
+// applyRunStarted: a queued run starts now; its duration counts from here.
+func applyRunStarted(ctx context.Context, tx *events.Tx, e events.Event, _ RunStarted) error {
+	return exec(ctx, tx, `UPDATE runs SET state = 'running', started_at = ?, updated_at = ? WHERE run_id = ?`, e.CreatedAt, e.CreatedAt, e.RunID)
 }
 
 func applyRunFinished(ctx context.Context, tx *events.Tx, e events.Event, p RunFinished) error {
@@ -31,20 +40,22 @@ func applyTaskStarted(ctx context.Context, tx *events.Tx, e events.Event, p Task
 	// A row may be there already: the attempt was skipped, or scheduled
 	// as a retry, before this (resumed) run started it.
 	return exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, server, tool, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)
-			ON CONFLICT (run_id, task_id, attempt) DO UPDATE SET server = excluded.server, tool = excluded.tool, state = 'running', error = NULL,
-			started_at = excluded.started_at, finished_at = NULL, updated_at = excluded.updated_at`,
+		ON CONFLICT (run_id, task_id, attempt) DO UPDATE SET server = excluded.server, tool = excluded.tool, state = 'running', error = NULL,
+		started_at = excluded.started_at, finished_at = NULL, updated_at = excluded.updated_at`,
 		e.RunID, p.TaskID, p.Attempt, nullable(p.Server), nullable(p.Tool), e.CreatedAt, e.CreatedAt)
 }
 
+// applyTaskSkipped adds the row of a task the run stopped before it started.
 func applyTaskSkipped(ctx context.Context, tx *events.Tx, e events.Event, p TaskSkipped) error {
 	return exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, state, error, started_at, finished_at, updated_at) VALUES (?, ?, ?, 'skipped', ?, ?, ?, ?)
-			ON CONFLICT (run_id, task_id, attempt) DO UPDATE SET state = 'skipped', error = excluded.error, finished_at = excluded.finished_at, updated_at = excluded.updated_at`,
+		ON CONFLICT (run_id, task_id, attempt) DO UPDATE SET state = 'skipped', error = excluded.error, finished_at = excluded.finished_at, updated_at = excluded.updated_at`,
 		e.RunID, p.TaskID, p.Attempt, p.Reason, e.CreatedAt, e.CreatedAt, e.CreatedAt)
 }
 
+// applyTaskRetry adds the row of the next attempt, waiting for its notBefore.
 func applyTaskRetry(ctx context.Context, tx *events.Tx, e events.Event, p TaskRetryScheduled) error {
 	return exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, state, error, started_at, updated_at) VALUES (?, ?, ?, 'retry_scheduled', ?, ?, ?)
-			ON CONFLICT (run_id, task_id, attempt) DO NOTHING`,
+		ON CONFLICT (run_id, task_id, attempt) DO NOTHING`,
 		e.RunID, p.TaskID, p.Attempt, "retry not before "+p.NotBefore, e.CreatedAt, e.CreatedAt)
 }
 

@@ -41,9 +41,20 @@ type UncertainError struct {
 }
 
 func (e *UncertainError) Error() string {
+	c := ReconcileCommands(e.RunID, e.EffectID)
 	return fmt.Sprintf("call %s of task %s may have executed on %s (%s): %v\n", e.EffectID, e.TaskID, e.Server, e.URL, e.Err) +
-		"check the server, then record what happened (fill in R.json and the reason):\n" + ReconcileHint(e.EffectID) +
-		"\nthen: agentctl resume " + e.RunID
+		"check the server, then record what happened (fill in R.json and the reason):\n  " + c[0] + "\n  " + c[1] + "\nthen: " + c[2]
+}
+
+// ReconcileCommands are the commands that settle uncertain call effectID of
+// run runID, as printed: the two verdicts (each needs a --reason), then the
+// resume. The HTML report shows the same ones.
+func ReconcileCommands(runID, effectID string) []string {
+	return []string{
+		"agentctl effects reconcile " + effectID + ` --status applied --reason "..." --result-file R.json`,
+		"agentctl effects reconcile " + effectID + ` --status not-applied --reason "..."`,
+		"agentctl resume " + runID,
+	}
 }
 
 // Unwrap returns the failure that left the call uncertain.

@@ -166,12 +166,11 @@ func (l *runLog) unreconciled() error {
 	return nil
 }
 
-// ReconcileHint is the two commands that settle an uncertain call, as an
-// operator types them: a verdict needs a reason, an applied one the
-// result. R.json and "…" are the placeholders to fill in.
+// ReconcileHint is the two commands that settle an uncertain call, one a
+// line, as an operator types them (ReconcileCommands without the resume).
 func ReconcileHint(effectID string) string {
-	return fmt.Sprintf("  agentctl effects reconcile %s --status applied --result-file R.json --reason \"…\"\n"+
-		"  agentctl effects reconcile %s --status not-applied --reason \"…\"", effectID, effectID)
+	c := ReconcileCommands("", effectID)
+	return "  " + c[0] + "\n  " + c[1]
 }
 
 // runTask runs a task in a fresh run, or decides from the log what is left

@@ -59,6 +59,10 @@ type Runner struct {
 	// Jitter, when set, turns a retry's computed wait into the one used
 	// (recorded in task.retry_scheduled, so resume and replay reuse it).
 	Jitter func(time.Duration) time.Duration
+	// Stop, when set and closed, stops the run before its next task starts,
+	// without run.finished: the run stays resumable (the worker's graceful
+	// shutdown). Tasks in flight finish first.
+	Stop <-chan struct{}
 }
 
 // RunOptions describe how a run came to be.
@@ -142,12 +146,7 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 		return nil, err
 	}
 	defer unlock()
-	servers := map[string]string{}
-	for name, s := range wf.Spec.MCPServers {
-		servers[name] = s.URL
-	}
-	created := projector.RunCreated{RunID: rn.id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
-		Inputs: inputs, Mode: opts.Mode, SourceRunID: opts.SourceRunID, Servers: servers, Command: opts.Command}
+	created := runCreated(rn.id, wf, inputs, opts)
 	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: created}); err != nil {
 		return nil, err
 	}
@@ -318,12 +317,15 @@ func exitFor(err error) int {
 	if errors.As(err, &se) {
 		return ExitStorage
 	}
+	if errors.Is(err, transport.ErrSecretTooShort) { // bad input: refused before anything was sent
+		return ExitInvalid
+	}
 	switch transport.KindOf(err) {
 	case transport.KindPolicyDenied:
 		return ExitUncertain
 	case transport.KindCancelled:
 		return ExitCancelled
-	case transport.KindRemoteError, transport.KindToolError, transport.KindInvalidArguments, transport.KindInvalidOutput, "":
+	case transport.KindRemoteError, transport.KindToolError, transport.KindInvalidArguments, transport.KindInvalidOutput, transport.KindSchemaTooComplex, "":
 		return ExitFailed
 	}
 	return ExitRemote

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
@@ -129,7 +130,9 @@ func (rn *run) execute(ctx context.Context) *Result {
 		}()
 	}
 	for {
-		if stop == nil && ctx.Err() == nil {
+		// A worker's graceful stop (Runner.Stop) starts no new task either;
+		// the run then ends without run.finished, resumable.
+		if stop == nil && ctx.Err() == nil && !rn.stopping() {
 			for i := range tasks {
 				if running >= limit {
 					break
@@ -184,6 +187,9 @@ func (rn *run) execute(ctx context.Context) *Result {
 			c.taken = true
 			rn.pending = append(rn.pending, c.recs...)
 		}
+	}
+	if stop == nil && ctx.Err() == nil && rn.stopping() && slices.Contains(state, tsWaiting) {
+		return rn.stopped()
 	}
 	reason := ""
 	switch {

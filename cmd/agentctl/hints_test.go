@@ -117,7 +117,7 @@ func words(t *testing.T, cmd string) []string {
 }
 
 // runHint runs a printed command in process, replacing only the documented
-// placeholders (R.json: a result file; "…": a reason).
+// placeholders (R.json: a result file; "...": a reason).
 func runHint(t *testing.T, hint, resultFile string) (string, string, int) {
 	t.Helper()
 	w := words(t, hint)
@@ -128,7 +128,7 @@ func runHint(t *testing.T, hint, resultFile string) (string, string, int) {
 		switch x {
 		case "R.json":
 			w[i] = resultFile
-		case "…":
+		case "…", "...":
 			w[i] = "checked on the server by the test"
 		}
 	}
