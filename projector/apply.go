@@ -86,6 +86,8 @@ var handlers = map[string]handler{
 	TypeRunResumed:      decoded(applyRunResumed),
 	TypeTaskStarted:     decoded(applyTaskStarted),
 	TypeTaskFinished:    decoded(applyTaskFinished),
+	TypeTaskSkipped:     decoded(applyTaskSkipped),
+	TypeTaskRetry:       decoded(applyTaskRetry),
 	TypeSessionOpened:   decoded(applySessionOpened),
 	TypeSessionCatalog:  decoded(applySessionCatalog),
 	TypeSessionExpired:  decoded(applySessionExpired),

@@ -39,6 +39,11 @@ func Describe(e events.Event) string {
 		if e.Decode(&t) == nil {
 			return e.Type + " " + t.TaskID + " " + t.State
 		}
+	case e.Type == TypeTaskSkipped:
+		var t TaskSkipped
+		if e.Decode(&t) == nil {
+			return e.Type + " " + t.TaskID
+		}
 	case e.Type == TypeTaskStarted:
 		var t TaskStarted
 		if e.Decode(&t) == nil {

@@ -9,6 +9,8 @@ const (
 	TypeRunStarted      = "run.started"
 	TypeTaskStarted     = "task.started"
 	TypeTaskFinished    = "task.finished"
+	TypeTaskSkipped     = "task.skipped"
+	TypeTaskRetry       = "task.retry_scheduled"
 	TypeSessionOpened   = "session.opened"
 	TypeSessionCatalog  = "session.catalog"
 	TypeSessionExpired  = "session.expired"
@@ -77,6 +79,25 @@ type TaskFinished struct {
 	// replay rebuilds a failed session open from it); absent before it
 	// was recorded.
 	ErrorKind string `json:"errorKind,omitempty"`
+}
+
+// TaskSkipped records a task that never started because the run stopped
+// (a task failed or ended uncertain, or the run was cancelled). Attempt is
+// the attempt it would have started.
+type TaskSkipped struct {
+	TaskID  string `json:"taskId"`
+	Attempt int    `json:"attempt"`
+	Reason  string `json:"reason"`
+}
+
+// TaskRetryScheduled records that a task attempt failed definitively and
+// the next attempt starts at NotBefore (RFC 3339, UTC): a process that
+// dies during the wait resumes the same wait.
+type TaskRetryScheduled struct {
+	TaskID    string `json:"taskId"`
+	Attempt   int    `json:"attempt"` // the attempt that will start
+	NotBefore string `json:"notBefore"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // SessionOpened records an initialized MCP session.

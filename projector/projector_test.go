@@ -52,13 +52,14 @@ func tools(big string) []mcptest.ToolDef {
 	}
 }
 
-// workflowSource is a workflow named random that makes calls in order:
-// task ti through its own action ai.
-func workflowSource(url string, calls []testkit.Task) string {
+// workflowSource is a workflow named random that makes calls (in order,
+// unless a call's keys say otherwise): task ti through its own action ai,
+// at spec.concurrency concurrency (0: absent).
+func workflowSource(url string, concurrency int, calls []testkit.Task) string {
 	for i := range calls {
 		calls[i].ID, calls[i].Action = fmt.Sprintf("t%d", i), fmt.Sprintf("a%d", i)
 	}
-	return testkit.Workflow{Name: "random", URL: url, Tasks: calls}.YAML()
+	return testkit.Workflow{Name: "random", URL: url, Concurrency: concurrency, Tasks: calls}.YAML()
 }
 
 // snapshot renders every projection row of runID, in a stable order.
@@ -106,6 +107,17 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 		var calls []testkit.Task
 		for j := range n {
 			c := testkit.Task{Idempotency: idems[rng.IntN(len(idems))]}
+			// The graph: independent tasks, tasks that let the run go on,
+			// retries after definitive failures.
+			if rng.IntN(3) == 0 {
+				c.Keys = append(c.Keys, "needs: []")
+			}
+			if rng.IntN(4) == 0 {
+				c.Keys = append(c.Keys, "continueOnError: true")
+			}
+			if rng.IntN(3) == 0 {
+				c.Retry = "{maxAttempts: 2, initialIntervalSeconds: 0.001}"
+			}
 			switch rng.IntN(6) {
 			case 0:
 				c.Tool, c.Arguments = "chatty", fmt.Sprintf("{n: %d}", rng.IntN(5))
@@ -128,7 +140,7 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 		case 1:
 			srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Nth: 1, Status: http.StatusServiceUnavailable})
 		}
-		wf, err := spec.Parse("random.yaml", []byte(workflowSource(srv.URL, calls)))
+		wf, err := spec.Parse("random.yaml", []byte(workflowSource(srv.URL, 1+rng.IntN(3), calls)))
 		if err != nil {
 			t.Fatalf("workflow %d: %v", i, err)
 		}
@@ -152,9 +164,23 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		states[st]++
+		var taskStates []string
+		if err := db.SQL().Select(&taskStates, `SELECT state FROM tasks WHERE run_id = ?`, id); err != nil {
+			t.Fatal(err)
+		}
+		for _, ts := range taskStates {
+			states["task "+ts]++
+		}
+		var retried int
+		if err := db.SQL().Get(&retried, `SELECT count(*) FROM tasks WHERE run_id = ? AND attempt > 1`, id); err != nil {
+			t.Fatal(err)
+		}
+		if retried > 0 {
+			states["a retry"]++
+		}
 	}
 	// The random mix must have exercised every ending.
-	for _, st := range []string{"succeeded", "failed", "uncertain"} {
+	for _, st := range []string{"succeeded", "failed", "uncertain", "task skipped", "task failed", "a retry"} {
 		if states[st] == 0 {
 			t.Errorf("no random run ended %s (%v)", st, states)
 		}
@@ -165,7 +191,7 @@ func TestInspect_BoundsStreamEventsAndPayloads(t *testing.T) {
 	big := strings.Repeat("é", 3000) // 6000 bytes of text
 	srv := mcptest.Start(t, mcptest.Options{}, tools(big)...)
 	db := openDB(t)
-	src := workflowSource(srv.URL, []testkit.Task{{Idempotency: "idempotent", Tool: "chatty", Arguments: "{n: 1000}"}, {Idempotency: "idempotent", Tool: "big"}})
+	src := workflowSource(srv.URL, 0, []testkit.Task{{Idempotency: "idempotent", Tool: "chatty", Arguments: "{n: 1000}"}, {Idempotency: "idempotent", Tool: "big"}})
 	wf, err := spec.Parse("bounds.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)

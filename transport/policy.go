@@ -351,7 +351,7 @@ func newHTTPClient(u *url.URL, p Policy) (*http.Client, *pinnedDialer) {
 		Proxy:                 nil,
 		DialContext:           d.DialContext,
 		TLSHandshakeTimeout:   p.connectTimeout(),
-		MaxIdleConnsPerHost:   4,
+		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: 0, // bounded by Config.Timeout through the request context
 		ForceAttemptHTTP2:     true,

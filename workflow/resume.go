@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/fsm"
@@ -115,8 +116,28 @@ func (l *runLog) resumable() error {
 }
 
 // runTask runs a task in a fresh run, or decides from the log what is left
-// of it in a resumed one.
+// of it in a resumed one; then it makes the retries the action's policy
+// allows.
 func (rn *run) runTask(ctx context.Context, t spec.TaskSpec) (any, *Error) {
+	if t.TimeoutSeconds > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(t.TimeoutSeconds)*time.Second)
+		defer cancel()
+	}
+	out, fail, next := rn.decideTask(ctx, t)
+	for next != nil {
+		if err := rn.waitRetry(ctx, next); err != nil {
+			// The wait is recorded: a resume waits what is left of it.
+			return nil, &Error{RunID: rn.id, Code: ExitCancelled, Err: fmt.Errorf("task %s: waiting to retry (attempt %d not before %s): %w", t.ID, next.Attempt, next.NotBefore, err)}
+		}
+		out, fail, next = rn.task(ctx, t, next.Attempt, nil)
+	}
+	return out, fail
+}
+
+// decideTask is the first step of runTask: a new attempt, the interrupted
+// one, or what the log says of the task.
+func (rn *run) decideTask(ctx context.Context, t spec.TaskSpec) (any, *Error, *projector.TaskRetryScheduled) {
 	var a *loggedAttempt
 	if rn.log != nil {
 		a = rn.log.last(t.ID)
@@ -129,24 +150,30 @@ func (rn *run) runTask(ctx context.Context, t spec.TaskSpec) (any, *Error) {
 	case a.finished.State == StateSucceeded:
 		out, err := decodeOutput(a.finished.Output)
 		if err != nil {
-			return nil, &Error{RunID: rn.id, Code: ExitStorage, Err: fmt.Errorf("task %s: recorded output: %w", t.ID, err)}
+			return nil, &Error{RunID: rn.id, Code: ExitStorage, Err: fmt.Errorf("task %s: recorded output: %w", t.ID, err)}, nil
 		}
-		return out, nil
+		return out, nil, nil
 	case a.call != nil && a.call.reconciled != nil && a.call.m.State == fsm.Succeeded:
 		out, err := decodeOutput(a.call.reconciled.Result)
 		if err != nil {
-			return rn.finishAttempt(t, a.started.Attempt, nil, ExitFailed, fmt.Errorf("reconciled result: %w", err))
+			out, fail := rn.finishAttempt(t, a.started.Attempt, nil, ExitFailed, fmt.Errorf("reconciled result: %w", err), nil)
+			return out, fail, nil
 		}
 		out, code, err := rn.checkContract(t, out)
-		return rn.finishAttempt(t, a.started.Attempt, out, code, err)
+		out, fail := rn.finishAttempt(t, a.started.Attempt, out, code, err, nil)
+		return out, fail, nil
 	case a.call != nil && a.call.reconciled != nil && a.call.m.State == fsm.Failed:
 		return rn.task(ctx, t, a.started.Attempt+1, nil)
+	case a.retry != nil:
+		// The attempt failed and its retry was scheduled: wait what is
+		// left of the recorded wait, then make it.
+		return nil, nil, a.retry
 	case a.finished.State == StateUncertain && a.call != nil:
-		return nil, &Error{RunID: rn.id, Code: ExitUncertain, Err: fmt.Errorf("task %s: %w", t.ID, rn.uncertainOf(a.call, nil))}
+		return nil, &Error{RunID: rn.id, Code: ExitUncertain, Err: fmt.Errorf("task %s: %w", t.ID, rn.uncertainOf(a.call, nil))}, nil
 	}
 	code := ExitFailed
 	if a.finished.State == StateCancelled {
 		code = ExitCancelled
 	}
-	return nil, &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("task %s: attempt %d ended %s: %s", t.ID, a.started.Attempt, a.finished.State, a.finished.Error)}
+	return nil, &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("task %s: attempt %d ended %s: %s", t.ID, a.started.Attempt, a.finished.State, a.finished.Error)}, nil
 }

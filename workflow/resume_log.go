@@ -29,6 +29,8 @@ type loggedAttempt struct {
 	started  projector.TaskStarted
 	finished *projector.TaskFinished // the last task.finished of the attempt
 	call     *loggedCall
+	// retry is the next attempt's schedule, recorded with this attempt's failure.
+	retry *projector.TaskRetryScheduled
 }
 
 // loggedCall is one call as recorded: its identity and arguments, its
@@ -95,6 +97,14 @@ func (l *runLog) fold(e events.Event) error {
 		}
 		if a := l.attempt(p.TaskID, p.Attempt); a != nil {
 			a.finished = &p
+		}
+	case projector.TypeTaskRetry:
+		var p projector.TaskRetryScheduled
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if a := l.attempt(p.TaskID, p.Attempt-1); a != nil {
+			a.retry = &p
 		}
 	case projector.TypeSessionOpened:
 		var p projector.SessionOpened

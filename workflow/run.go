@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -50,6 +52,13 @@ type Runner struct {
 	Observe func(events.Event)
 	// NewRunID makes run ids; nil = "run-" + UUIDv7.
 	NewRunID func() string
+	// Now is the clock retry schedules are computed with; nil = time.Now.
+	Now func() time.Time
+	// Wait waits before a retry (d may be ≤ 0); nil = a timer honouring ctx.
+	Wait func(ctx context.Context, d time.Duration) error
+	// Jitter, when set, turns a retry's computed wait into the one used
+	// (recorded in task.retry_scheduled, so resume and replay reuse it).
+	Jitter func(time.Duration) time.Duration
 	// Stop, when set and closed, stops the run before its next task starts,
 	// without run.finished: the run stays resumable (the worker's graceful
 	// shutdown). Tasks in flight finish first.
@@ -61,6 +70,8 @@ type RunOptions struct {
 	Mode        string // "run" (default), "replay", "adhoc"
 	SourceRunID string
 	Command     string
+	// Concurrency, when > 0, overrides spec.concurrency (`run --concurrency N`).
+	Concurrency int
 }
 
 // Result is how a run ended.
@@ -120,6 +131,15 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 		newID = func() string { return NewRunID(prefix) }
 	}
 	rn := newRun(r, wf, newID(), inputs)
+	switch {
+	case opts.Mode == "replay":
+		// A replay sends nothing, so it gains nothing from overlapping
+		// tasks: one at a time makes it deterministic whatever the
+		// interleaving of the source (calls are matched per task).
+		rn.concurrency, rn.replay = 1, true
+	case opts.Concurrency > 0:
+		rn.concurrency = opts.Concurrency
+	}
 	// Held while the run goes on, so that a resume of it waits its end.
 	unlock, err := r.DB.LockRun(rn.id)
 	if err != nil {
@@ -134,25 +154,62 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 	return res, nil
 }
 
+// run is one task's view of a run (or the run's own, for run-level
+// events): the state the run's tasks share, plus the records this task
+// holds for its next commit. Each task of a concurrent run works on its
+// own fork, so its deferred records ride only with its own commits.
 type run struct {
-	r       *Runner
-	wf      *spec.Workflow
-	id      string
-	scope   spec.Scope
-	remotes map[string]*remoteState
-	conns   map[string]Conn
-	gens    map[string]int
+	*runState
+	// pending are records waiting to commit with this lane's next append.
 	pending []events.Record
+	// waitFor are carries (deferred records of finished tasks this task
+	// needs) that another task's first commit carries: this lane's first
+	// append waits until they are durable, so the tasks it needs are
+	// recorded finished before anything of its own.
+	waitFor []*carry
+	// carrying are the carries this lane's first append commits.
+	carrying []*carry
+	// view is the template scope the task renders with: the outputs of
+	// the tasks that had ended when it started.
+	view spec.Scope
+}
+
+// runState is what the tasks of one run share. mu guards the maps; the
+// rest is set before the tasks start.
+type runState struct {
+	r     *Runner
+	wf    *spec.Workflow
+	id    string
+	scope spec.Scope
+	// concurrency is how many tasks may be in flight at once.
+	concurrency int
+	// replay: the run answers from a recorded one; retries do not wait.
+	replay  bool
+	mu      sync.Mutex
+	remotes map[string]*remoteState // guarded by mu
+	conns   map[string]Conn         // guarded by mu
+	gens    map[string]int          // guarded by mu
+	opened  []*remoteState          // every session opened, closed at the end; guarded by mu
+	// sessMu serialises opening sessions, so concurrent tasks share one.
+	sessMu sync.Mutex
 	// log is the run as recorded before a resume; nil for a fresh run.
 	log *runLog
+	// obsMu serialises the observer, which sees events in seq order
+	// whatever order concurrent commits return in.
+	obsMu   sync.Mutex
+	obsNext int64
+	obsHeld map[int64]events.Event
 	// contracts holds the tasks' compiled outputSchemas.
 	contracts contractSchemas
 }
 
 func newRun(r *Runner, wf *spec.Workflow, id string, inputs map[string]any) *run {
-	return &run{r: r, wf: wf, id: id, scope: spec.Scope{Inputs: inputs, Tasks: map[string]any{}}, remotes: map[string]*remoteState{},
-		conns: map[string]Conn{}, gens: map[string]int{}}
+	return &run{runState: &runState{r: r, wf: wf, id: id, scope: spec.Scope{Inputs: inputs, Tasks: map[string]any{}}, concurrency: wf.TaskConcurrency(),
+		remotes: map[string]*remoteState{}, conns: map[string]Conn{}, gens: map[string]int{}, obsHeld: map[int64]events.Event{}}}
 }
+
+// fork returns a new lane of the same run, with nothing pending.
+func (rn *run) fork() *run { return &run{runState: rn.runState} }
 
 // later queues records to commit with the next append: records that need
 // not be durable before anything else happens ride along with the next
@@ -171,6 +228,13 @@ func (rn *run) append(recs ...events.Record) error {
 // last seq is still after (-1: any). Resume uses it so that two processes
 // resuming one run cannot both go on.
 func (rn *run) appendAfter(after int64, recs ...events.Record) error {
+	for _, c := range rn.waitFor {
+		<-c.done
+		if c.err != nil {
+			return fmt.Errorf("a task this one needs was not recorded finished: %w", c.err)
+		}
+	}
+	rn.waitFor = nil
 	if len(rn.pending) > 0 {
 		recs = append(rn.pending, recs...)
 		rn.pending = nil
@@ -182,47 +246,46 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	} else {
 		evs, err = rn.r.DB.AppendAfter(context.Background(), rn.id, after, recs, projector.Apply)
 	}
+	for _, c := range rn.carrying {
+		c.settle(err)
+	}
+	rn.carrying = nil
 	if err != nil {
 		return err
 	}
+	rn.observe(evs)
+	return nil
+}
+
+// observe shows committed events to the observer in seq order: a batch that commits after a later one of another task is held
+// until the gap before it is shown.
+func (rn *run) observe(evs []events.Event) {
+	if len(evs) == 0 || rn.r.Observe == nil {
+		return
+	}
+	rn.obsMu.Lock()
+	defer rn.obsMu.Unlock()
+	if rn.obsNext == 0 {
+		rn.obsNext = evs[0].Seq
+	}
 	for _, e := range evs {
+		rn.obsHeld[e.Seq] = e
+	}
+	for {
+		e, ok := rn.obsHeld[rn.obsNext]
+		if !ok {
+			return
+		}
+		delete(rn.obsHeld, rn.obsNext)
+		rn.obsNext++
 		if rn.r.Observe != nil {
 			rn.r.Observe(e)
 		}
 	}
-	return nil
-}
-
-func (rn *run) execute(ctx context.Context) *Result {
-	for _, t := range rn.wf.TasksInOrder() {
-		if rn.stopping() {
-			return rn.stopped()
-		}
-		out, fail := rn.runTask(ctx, t)
-		if fail != nil {
-			return rn.finish(nil, fail)
-		}
-		rn.scope.Tasks[t.ID] = out
-	}
-	outputs := map[string]any{}
-	if len(rn.wf.Spec.Outputs) > 0 {
-		v, err := spec.Render(rn.wf.Spec.Outputs, rn.scope)
-		if err != nil {
-			return rn.finish(nil, &Error{RunID: rn.id, Code: ExitFailed, Err: fmt.Errorf("spec.outputs: %w", err)})
-		}
-		if m, ok := v.(map[string]any); ok {
-			outputs = m
-		}
-	}
-	return rn.finish(outputs, nil)
 }
 
 func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
-	for _, rs := range rn.remotes {
-		if rs.sess != nil {
-			_ = rs.sess.Close(context.Background())
-		}
-	}
+	rn.closeSessions()
 	res := &Result{RunID: rn.id, State: StateSucceeded, Outputs: outputs}
 	p := projector.RunFinished{State: StateSucceeded, Outputs: outputs}
 	if fail != nil {

@@ -18,7 +18,7 @@ func (r *Runner) ListTools(ctx context.Context, wf *spec.Workflow, remote string
 	if newID == nil {
 		newID = func() string { return NewRunID("run") }
 	}
-	rn := &run{r: r, wf: wf, id: newID(), scope: spec.Scope{Tasks: map[string]any{}}, remotes: map[string]*remoteState{}, conns: map[string]Conn{}, gens: map[string]int{}}
+	rn := newRun(r, wf, newID(), nil)
 	created := projector.RunCreated{RunID: rn.id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
 		Inputs: map[string]any{}, Mode: "adhoc", Servers: map[string]string{remote: wf.Spec.MCPServers[remote].URL}, Command: "mcp tools"}
 	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: created}); err != nil {

@@ -116,7 +116,7 @@ func (c *call) send(ctx context.Context) (any, error) {
 		}
 		c.lastErr = err
 		trigger := triggerFor(ctx, err)
-		if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.Canceled) { // the user's cancel, not a task's timeoutSeconds
 			c.cancelled = true
 		}
 		rec := c.errorRecord(err)
@@ -125,7 +125,7 @@ func (c *call) send(ctx context.Context) (any, error) {
 				Payload: projector.SessionRef{Remote: c.rs.name, Generation: c.rs.gen, TaskID: c.task.ID}}); aerr != nil {
 				return nil, aerr
 			}
-			delete(rn.remotes, c.rs.name)
+			rn.retire(c.rs)
 		}
 		rn.pending = append(rn.pending, rec)
 		dec, ferr := c.fire(trigger, err.Error(), false)
@@ -143,14 +143,25 @@ func (c *call) send(ctx context.Context) (any, error) {
 
 // reconnect opens the next session, refreshes tools/list and compares the
 // tool's schema digest with the one recorded at prepared before allowing
-// the one resend; on success the Reconnected transition is pending.
+// the one resend; on success the Reconnected transition is pending. When
+// several calls of concurrent tasks lost the same session, the first opens
+// the next generation and the others use it: it was initialized, and its
+// tools listed, after the session they were sent on was given up.
 func (c *call) reconnect(ctx context.Context) error {
 	rn := c.rn
-	if old := rn.remotes[c.remote]; old != nil && old.sess != nil {
-		_ = old.sess.Close(context.Background())
-		delete(rn.remotes, c.remote)
+	rn.sessMu.Lock()
+	rs := rn.current(c.remote)
+	var err error
+	switch {
+	case rs != nil && rs.gen > c.gen:
+		rn.attach(rs, c.task.ID)
+	default:
+		if rs != nil {
+			rn.retire(rs)
+		}
+		rs, err = rn.openSession(ctx, c.remote, c.task.ID, c.attempt)
 	}
-	rs, err := rn.openSession(ctx, c.remote, c.task.ID, c.attempt)
+	rn.sessMu.Unlock()
 	if err != nil {
 		rn.pending = append(rn.pending, c.errorRecord(err))
 		if _, ferr := c.fire(fsm.ReconnectFailed, err.Error(), false); ferr != nil {

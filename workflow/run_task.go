@@ -27,27 +27,37 @@ type remoteState struct {
 }
 
 // task runs one attempt of a task and returns its output, or the failure
-// that ends the run. prev is the attempt as recorded when resume continues
-// an attempt that was interrupted (its task.started is already in the log);
-// nil starts a new attempt.
-func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *loggedAttempt) (any, *Error) {
+// that ends it. prev is the attempt as recorded when resume continues an
+// attempt that was interrupted (its task.started is already in the log);
+// nil starts a new attempt. A definitive failure that the action's retry
+// policy allows to retry comes back with the schedule of the next attempt,
+// recorded in the same commit as the failure.
+func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *loggedAttempt) (any, *Error, *projector.TaskRetryScheduled) {
 	action := rn.wf.Action(t)
 	idem, err := fsm.ParseIdempotency(action.Class())
 	if err != nil {
-		return nil, &Error{RunID: rn.id, Code: ExitInvalid, Err: fmt.Errorf("task %s: %w", t.ID, err)}
+		return nil, &Error{RunID: rn.id, Code: ExitInvalid, Err: fmt.Errorf("task %s: %w", t.ID, err)}, nil
 	}
 	if prev == nil {
 		started := projector.TaskStarted{TaskID: t.ID, Attempt: attempt, Server: t.With.Server, Tool: t.With.Tool, Action: t.ActionName(), Idempotency: string(idem)}
 		// Committed with the attempt's first protocol step.
 		rn.later(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskStarted, Payload: started})
 	}
-	out, code, err := rn.taskBody(ctx, t, attempt, idem, prev)
-	return rn.finishAttempt(t, attempt, out, code, err)
+	out, code, err, definitive := rn.taskBody(ctx, t, attempt, idem, prev)
+	var next *projector.TaskRetryScheduled
+	if err != nil && definitive {
+		next = rn.retryPlan(ctx, t, attempt, err)
+	}
+	out, fail := rn.finishAttempt(t, attempt, out, code, err, next)
+	if fail != nil && fail.Code == ExitStorage {
+		next = nil
+	}
+	return out, fail, next
 }
 
-// finishAttempt records task.finished and turns a failure into the *Error
-// that ends the run.
-func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error) (any, *Error) {
+// finishAttempt records task.finished (with the next attempt's schedule,
+// if any) and turns a failure into the *Error that ends the task.
+func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error, next *projector.TaskRetryScheduled) (any, *Error) {
 	fin := projector.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
 	if err != nil {
 		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
@@ -62,7 +72,11 @@ func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, er
 		rn.later(rec)
 		return out, nil
 	}
-	if aerr := rn.append(rec); aerr != nil {
+	recs := []events.Record{rec}
+	if next != nil {
+		recs = append(recs, events.Record{Stream: taskStream(t.ID, next.Attempt), Type: projector.TypeTaskRetry, Payload: *next})
+	}
+	if aerr := rn.append(recs...); aerr != nil {
 		return nil, rn.storageFail(aerr)
 	}
 	return nil, &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("task %s: %w", t.ID, err)}
@@ -76,21 +90,19 @@ func taskStream(id string, attempt int) string { return fmt.Sprintf("task/%s/%d"
 
 // taskBody makes the attempt's call (a fresh one, or the recorded one of
 // an interrupted attempt) and checks the task's output contract.
-func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (any, int, error) {
+// definitive says the failure is one a retry may follow: the call ended
+// failed (a JSON-RPC error, isError, a 4xx, a schema or output violation:
+// nothing ambiguous), or the output broke the task's contract.
+func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (out any, code int, err error, definitive bool) {
 	var c *call
-	var out any
-	var err error
 	if prev != nil && prev.call != nil {
 		if c, err = rn.resumedCall(t, prev.call); err != nil {
-			return nil, ExitStorage, err
+			return nil, ExitStorage, err, false
 		}
 		out, err = c.resume(ctx, prev.call)
 	} else {
 		if c, err = rn.newCall(ctx, t, attempt, idem); err != nil {
-			return nil, exitFor(err), err
-		}
-		if c == nil {
-			return nil, ExitFailed, fmt.Errorf("tool %q not found on server %q; available: %s", t.With.Tool, t.With.Server, toolNames(rn.remotes[t.With.Server].catalog))
+			return nil, exitFor(err), err, false
 		}
 		out, err = c.run(ctx)
 	}
@@ -99,9 +111,11 @@ func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem 
 		if c.m.State == fsm.Uncertain {
 			err = c.uncertain(err)
 		}
-		return nil, code, err
+		var div *DivergenceError
+		return nil, code, err, c.m.State == fsm.Failed && code == ExitFailed && !errors.As(err, &div)
 	}
-	return rn.checkContract(t, out)
+	out, code, err = rn.checkContract(t, out)
+	return out, code, err, err != nil
 }
 
 // checkContract applies the task's outputSchema to its output.
@@ -115,9 +129,9 @@ func (rn *run) checkContract(t spec.TaskSpec, out any) (any, int, error) {
 }
 
 // newCall renders the task's arguments and opens (or reuses) the session;
-// a nil call means the tool is not in the session's catalog.
+// a tool not in the session's catalog fails the task (nothing is sent).
 func (rn *run) newCall(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency) (*call, error) {
-	rendered, err := spec.Render(t.With.Arguments, rn.scope)
+	rendered, err := spec.Render(t.With.Arguments, rn.view)
 	if err != nil {
 		return nil, fmt.Errorf("with.arguments: %w", err)
 	}
@@ -134,7 +148,7 @@ func (rn *run) newCall(ctx context.Context, t spec.TaskSpec, attempt int, idem f
 	}
 	tool, ok := rs.catalog.Find(t.With.Tool)
 	if !ok {
-		return nil, nil
+		return nil, fmt.Errorf("tool %q not found on server %q; available: %s", t.With.Tool, t.With.Server, toolNames(rs.catalog))
 	}
 	return &call{rn: rn, task: t, attempt: attempt, rs: rs, tool: tool, args: args, m: fsm.New(idem)}, nil
 }
@@ -151,24 +165,55 @@ func toolNames(c *transport.Catalog) string {
 	return strings.Join(names, ", ")
 }
 
-// session returns the run's live session with remote, opening one if needed.
+// session returns the run's live session with remote, opening one if
+// needed. Concurrent tasks share it: the first opens it, the others wait
+// and attach.
 func (rn *run) session(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
-	if rs := rn.remotes[remote]; rs != nil {
-		if rs.owner != taskID && !rs.attached[taskID] {
-			rs.attached[taskID] = true
-			ref := projector.SessionRef{Remote: remote, Generation: rs.gen, TaskID: taskID, FromTaskID: rs.owner}
-			rn.later(events.Record{Stream: sessionStream(remote, rs.gen), Type: projector.TypeSessionAttached, Payload: ref})
-		}
+	rn.sessMu.Lock()
+	defer rn.sessMu.Unlock()
+	if rs := rn.current(remote); rs != nil {
+		rn.attach(rs, taskID)
 		return rs, nil
 	}
 	return rn.openSession(ctx, remote, taskID, attempt)
 }
 
+// current is the live session with remote, or nil.
+func (rn *run) current(remote string) *remoteState {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return rn.remotes[remote]
+}
+
+// attach records that taskID uses rs, once per task (sessMu held).
+func (rn *run) attach(rs *remoteState, taskID string) {
+	if rs.owner != taskID && !rs.attached[taskID] {
+		rs.attached[taskID] = true
+		ref := projector.SessionRef{Remote: rs.name, Generation: rs.gen, TaskID: taskID, FromTaskID: rs.owner}
+		rn.later(events.Record{Stream: sessionStream(rs.name, rs.gen), Type: projector.TypeSessionAttached, Payload: ref})
+	}
+}
+
+// retire takes rs out of use after it failed (expired, or a call on it
+// ended ambiguously): the next call opens or finds a newer generation.
+// Calls still in flight on it keep it until they end; it is closed when
+// the run ends.
+func (rn *run) retire(rs *remoteState) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if rn.remotes[rs.name] == rs {
+		delete(rn.remotes, rs.name)
+	}
+}
+
 func sessionStream(remote string, gen int) string { return fmt.Sprintf("session/%s/%d", remote, gen) }
 
-// openSession initializes a new session (the next generation) and lists its tools.
+// openSession initializes a new session (the next generation) and lists
+// its tools. The caller holds sessMu.
 func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
+	rn.mu.Lock()
 	conn := rn.conns[remote]
+	rn.mu.Unlock()
 	if conn == nil {
 		d := rn.r.Dialer
 		if d == nil {
@@ -181,16 +226,24 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 		if conn, err = d.Dial(remote, cfg); err != nil {
 			return nil, err
 		}
+		rn.mu.Lock()
 		rn.conns[remote] = conn
+		rn.mu.Unlock()
 	}
+	rn.mu.Lock()
 	rn.gens[remote]++
 	gen := rn.gens[remote]
+	rn.mu.Unlock()
 	base := projector.Frame{Remote: remote, Generation: gen, TaskID: taskID, Attempt: attempt}
 	sink := rn.sink(sessionStream(remote, gen), base)
 	sess, err := conn.Connect(ctx, sink)
 	if err != nil {
 		return nil, err
 	}
+	rs := &remoteState{name: remote, sess: sess, gen: gen, owner: taskID, attached: map[string]bool{}}
+	rn.mu.Lock()
+	rn.opened = append(rn.opened, rs)
+	rn.mu.Unlock()
 	info := sess.Info()
 	opened := projector.SessionOpened{Remote: remote, URL: rn.wf.Spec.MCPServers[remote].URL, Generation: gen, TaskID: taskID,
 		ProtocolVersion: info.ProtocolVersion, ServerInfo: info.ServerInfo, SessionIDDigest: info.IDDigest}
@@ -212,8 +265,10 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 	if err := rn.append(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionCatalog, Payload: rec}); err != nil {
 		return nil, err
 	}
-	rs := &remoteState{name: remote, sess: sess, gen: gen, catalog: cat, owner: taskID, attached: map[string]bool{}}
+	rs.catalog = cat
+	rn.mu.Lock()
 	rn.remotes[remote] = rs
+	rn.mu.Unlock()
 	return rs, nil
 }
 

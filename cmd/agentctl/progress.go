@@ -57,6 +57,7 @@ type row struct {
 	hasTotal        bool
 	message         string
 	seen            bool
+	reason          string // why the task was skipped
 }
 
 // statter is what a terminal check needs of a writer; *os.File has it.
@@ -150,9 +151,27 @@ func (p *progress) observe(e events.Event) {
 		if t.Reason != "" {
 			reason = ": " + clean(t.Reason)
 		}
-		p.line("  call %s → %s%s", short(t.EffectID), p.paint(t.To), reason)
+		task := "" // concurrent tasks interleave their lines: name the task
+		if r != nil {
+			task = " (" + clean(r.task) + ")"
+		}
+		p.line("  call %s%s → %s%s", short(t.EffectID), task, p.paint(t.To), reason)
 	case projector.FramePrefix + "notification":
 		p.notification(e)
+	case projector.TypeTaskSkipped:
+		var t projector.TaskSkipped
+		if e.Decode(&t) != nil {
+			return
+		}
+		r := &row{task: t.TaskID, attempt: t.Attempt, state: "skipped", reason: clean(t.Reason)}
+		p.tasks = append(p.tasks, r)
+		p.line("  %s %s: %s", clean(t.TaskID), p.paint("skipped"), clean(t.Reason))
+	case projector.TypeTaskRetry:
+		var t projector.TaskRetryScheduled
+		if e.Decode(&t) != nil {
+			return
+		}
+		p.line("  %s retry (attempt %d) not before %s", clean(t.TaskID), t.Attempt, clean(t.NotBefore))
 	case projector.TypeTaskFinished:
 		var t projector.TaskFinished
 		if e.Decode(&t) != nil {
@@ -330,7 +349,11 @@ func (p *progress) summary() {
 		if r.attempt > 1 {
 			task = fmt.Sprintf("%s#%d", task, r.attempt)
 		}
-		rows = append(rows, []string{task, clean(r.server) + "/" + clean(r.tool), r.state, dur, fmt.Sprintf("%d/%d", r.generation, r.reconnects)})
+		tool, state := clean(r.server)+"/"+clean(r.tool), r.state
+		if r.state == "skipped" {
+			tool, state = "-", "skipped: "+r.reason
+		}
+		rows = append(rows, []string{task, tool, state, dur, fmt.Sprintf("%d/%d", r.generation, r.reconnects)})
 	}
 	width := make([]int, len(rows[0]))
 	for _, cells := range rows {
@@ -366,7 +389,7 @@ func (p *progress) paint(word string) string {
 		code = "32"
 	case "failed":
 		code = "31"
-	case "uncertain", "cancelled", "reconnecting", "redispatched":
+	case "uncertain", "cancelled", "reconnecting", "redispatched", "skipped":
 		code = "33"
 	default:
 		return word

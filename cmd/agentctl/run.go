@@ -14,8 +14,9 @@ import (
 
 // runFlags are the inputs of `run` (and `demo`).
 type runFlags struct {
-	inputs     []string
-	inputsFile string
+	inputs      []string
+	inputsFile  string
+	concurrency int
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -66,10 +67,14 @@ func (a *app) runCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.execRun(cmd.Context(), wf, inputs, workflow.RunOptions{Command: "run"})
+			if cmd.Flags().Changed("concurrency") && f.concurrency < 1 {
+				return invalid(fmt.Errorf("--concurrency must be at least 1, got %d", f.concurrency))
+			}
+			return a.execRun(cmd.Context(), wf, inputs, workflow.RunOptions{Command: "run", Concurrency: f.concurrency})
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().IntVar(&f.concurrency, "concurrency", 0, "tasks in flight at once, among those whose needs are met (overrides spec.concurrency; 1 runs them one at a time)")
 	return cmd
 }
 

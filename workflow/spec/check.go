@@ -26,6 +26,7 @@ func check(w *Workflow, bad map[string]bool) Diagnostics {
 	c.policy()
 	c.servers()
 	c.actions()
+	c.concurrency()
 	c.tasks()
 	c.outputs()
 	return c.diags
@@ -180,6 +181,34 @@ func (c *checker) actions() {
 		if c.has(p+".idempotency") && !contains(idempotencies, a.Idempotency) {
 			c.errf(p+".idempotency", "unknown idempotency %q; want one of %s", a.Idempotency, strings.Join(idempotencies, ", "))
 		}
+		if a.Retry != nil {
+			c.retry(p+".retry", *a.Retry)
+		}
+	}
+}
+
+// concurrency checks spec.concurrency: at least 1 when written.
+func (c *checker) concurrency() {
+	if c.has("spec.concurrency") && c.w.Spec.Concurrency < 1 {
+		c.errf("spec.concurrency", "concurrency must be at least 1, got %d", c.w.Spec.Concurrency)
+	}
+}
+
+// retry checks an action's retry policy.
+func (c *checker) retry(p string, r RetrySpec) {
+	if !c.has(p+".maxAttempts") && c.has(p) {
+		c.errf(p+".maxAttempts", "retry.maxAttempts is required (attempts in all, at least 1)")
+	} else if r.MaxAttempts < 1 && c.has(p+".maxAttempts") {
+		c.errf(p+".maxAttempts", "retry.maxAttempts must be at least 1, got %d", r.MaxAttempts)
+	}
+	if r.InitialIntervalSeconds < 0 {
+		c.errf(p+".initialIntervalSeconds", "retry.initialIntervalSeconds must not be negative, got %g", r.InitialIntervalSeconds)
+	}
+	if c.has(p+".backoffFactor") && r.BackoffFactor < 1 {
+		c.errf(p+".backoffFactor", "retry.backoffFactor must be at least 1, got %g", r.BackoffFactor)
+	}
+	if r.MaxIntervalSeconds < 0 {
+		c.errf(p+".maxIntervalSeconds", "retry.maxIntervalSeconds must not be negative, got %g", r.MaxIntervalSeconds)
 	}
 }
 

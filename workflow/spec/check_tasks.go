@@ -34,6 +34,9 @@ func (c *checker) tasks() {
 		if t.OutputSchema != nil {
 			c.outputSchema(p+".outputSchema", t.OutputSchema)
 		}
+		if c.has(p+".timeoutSeconds") && t.TimeoutSeconds < 1 {
+			c.errf(p+".timeoutSeconds", "timeoutSeconds must be at least 1, got %d", t.TimeoutSeconds)
+		}
 	}
 	c.g = w.graph()
 	c.cycles()

@@ -54,6 +54,19 @@ type Spec struct {
 	Actions    map[string]ActionSpec `yaml:"actions" json:"actions,omitempty" jsonschema_description:"Actions by name; tasks use them as action:<name>."`
 	Tasks      []TaskSpec            `yaml:"tasks" json:"tasks" jsonschema:"required,minItems=1" jsonschema_description:"Tasks in file order; each runs after the tasks it needs."`
 	Outputs    map[string]any        `yaml:"outputs" json:"outputs,omitempty" jsonschema_description:"Run outputs; values may contain templates naming any task."`
+	// Concurrency is how many tasks may be in flight at once; 0 (absent) means DefaultConcurrency.
+	Concurrency int `yaml:"concurrency" json:"concurrency,omitempty" jsonschema:"minimum=1" jsonschema_description:"Tasks in flight at once, among those whose needs are met; default 4. 1 runs tasks one at a time in file order."`
+}
+
+// DefaultConcurrency is the number of tasks in flight when spec.concurrency is absent.
+const DefaultConcurrency = 4
+
+// TaskConcurrency returns spec.concurrency, or DefaultConcurrency when it is absent.
+func (w *Workflow) TaskConcurrency() int {
+	if w.Spec.Concurrency < 1 {
+		return DefaultConcurrency
+	}
+	return w.Spec.Concurrency
 }
 
 // InputSpec declares one workflow input.
@@ -106,8 +119,18 @@ type SecretRefSpec struct {
 
 // ActionSpec declares an action tasks can use.
 type ActionSpec struct {
-	Kind        string `yaml:"kind" json:"kind" jsonschema:"required,enum=mcp.call" jsonschema_description:"Action kind; only mcp.call."`
-	Idempotency string `yaml:"idempotency" json:"idempotency,omitempty" jsonschema:"enum=pure,enum=idempotent,enum=keyed,enum=at_most_once,enum=unknown" jsonschema_description:"Whether a resend is safe; default unknown (never resent)."`
+	Kind        string     `yaml:"kind" json:"kind" jsonschema:"required,enum=mcp.call" jsonschema_description:"Action kind; only mcp.call."`
+	Idempotency string     `yaml:"idempotency" json:"idempotency,omitempty" jsonschema:"enum=pure,enum=idempotent,enum=keyed,enum=at_most_once,enum=unknown" jsonschema_description:"Whether a resend is safe; default unknown (never resent)."`
+	Retry       *RetrySpec `yaml:"retry" json:"retry,omitempty" jsonschema_description:"Retry policy: new attempts after a definitive failure only, never after uncertain."`
+}
+
+// RetrySpec is an action's retry policy (Temporal's names). A retry is a new
+// attempt with a new effect identity, made only after a definitive failure.
+type RetrySpec struct {
+	MaxAttempts            int     `yaml:"maxAttempts" json:"maxAttempts" jsonschema:"required,minimum=1" jsonschema_description:"Attempts in all, the first included."`
+	InitialIntervalSeconds float64 `yaml:"initialIntervalSeconds" json:"initialIntervalSeconds,omitempty" jsonschema:"minimum=0" jsonschema_description:"Wait before the second attempt; default 1."`
+	BackoffFactor          float64 `yaml:"backoffFactor" json:"backoffFactor,omitempty" jsonschema:"minimum=1" jsonschema_description:"Each wait is the previous one times this; default 2."`
+	MaxIntervalSeconds     float64 `yaml:"maxIntervalSeconds" json:"maxIntervalSeconds,omitempty" jsonschema:"minimum=0" jsonschema_description:"Cap on one wait; default 100 times the initial interval."`
 }
 
 // Class returns the declared idempotency, or "unknown" when none was declared.
@@ -125,6 +148,10 @@ type TaskSpec struct {
 	With         TaskWith       `yaml:"with" json:"with" jsonschema:"required" jsonschema_description:"Server, tool and arguments of the call."`
 	Needs        []string       `yaml:"needs" json:"needs,omitempty" jsonschema_description:"Tasks that must succeed first; absent means the previous task."`
 	OutputSchema map[string]any `yaml:"outputSchema" json:"outputSchema,omitempty" jsonschema_description:"JSON Schema the task output must satisfy."`
+	// ContinueOnError lets the run go on when the task fails; its output is then null.
+	ContinueOnError bool `yaml:"continueOnError" json:"continueOnError,omitempty" jsonschema_description:"When the task fails, go on with the run (its output is null) instead of skipping the tasks not yet started."`
+	// TimeoutSeconds bounds the task's attempts together (retry waits included); 0 means none.
+	TimeoutSeconds int `yaml:"timeoutSeconds" json:"timeoutSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Bound on all attempts of the task together, retry waits included."`
 
 	Line int `yaml:"-" json:"-"` // line of the task in the file
 }

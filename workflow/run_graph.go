@@ -1,0 +1,302 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow/spec"
+)
+
+// The task graph (DESIGN §7): a task starts once every task it needs has
+// ended (succeeded, or failed with continueOnError), up to rn.concurrency
+// tasks in flight, the ready ones in file order. With concurrency 1 that
+// is TasksInOrder exactly. A task that fails (or ends uncertain) without
+// continueOnError stops the run: no task starts after it, the tasks in
+// flight finish (a call is never cancelled to stop a run: that would make
+// it uncertain), and every task not started is recorded task.skipped with
+// the reason. The run ends with the worst task: uncertain beats cancelled
+// beats failed beats succeeded.
+//
+// Commits. A task that succeeds leaves its last records (the response, the
+// call's outcome, task.finished) uncommitted: a carry. The next task the
+// scheduler starts takes every carry not yet taken and commits them first
+// in its own first commit, before any byte of its own is sent, so between
+// two tasks of a chain there is one commit, as in a sequential run. A task
+// whose needed task's carry went with another task's first commit waits
+// until that commit is durable before it commits anything: it never starts
+// before the tasks it needs are recorded finished. Carries nobody took
+// commit with run.finished: nothing is lost when another task fails.
+
+// carry is the deferred records of a task that succeeded.
+type carry struct {
+	recs  []events.Record
+	taken bool
+	// done is closed once the commit that took recs returned; err is its error.
+	done chan struct{}
+	err  error
+	// chained are carries a task took but never committed (it ended with
+	// nothing of its own to commit, e.g. a resumed task that had
+	// succeeded): their records are in recs now, and they are done when
+	// this one is.
+	chained []*carry
+}
+
+// settle marks c and the carries chained to it committed (or failed with err).
+func (c *carry) settle(err error) {
+	c.err = err
+	close(c.done)
+	for _, x := range c.chained {
+		x.settle(err)
+	}
+}
+
+// taskEnd is how a task goroutine ended.
+type taskEnd struct {
+	idx      int
+	out      any
+	fail     *Error
+	pending  []events.Record
+	carrying []*carry
+}
+
+// task states in the scheduler.
+const (
+	tsWaiting = iota
+	tsRunning
+	tsDone // succeeded, or failed with continueOnError: dependents may run
+	tsFailed
+	tsSkipped
+)
+
+func (rn *run) execute(ctx context.Context) *Result {
+	tasks := rn.wf.Spec.Tasks
+	index := make(map[string]int, len(tasks))
+	for i, t := range tasks {
+		if _, dup := index[t.ID]; !dup {
+			index[t.ID] = i
+		}
+	}
+	needs := make([][]int, len(tasks))
+	for i, t := range tasks {
+		for _, id := range rn.wf.Needs(t.ID) {
+			needs[i] = append(needs[i], index[id])
+		}
+	}
+	state := make([]int, len(tasks))
+	carries := make([]*carry, len(tasks))
+	ended := make(chan taskEnd)
+	running := 0
+	var stop *Error   // the failure that stops the run, with its task
+	var worst *Error  // the worst failure, continueOnError ones included when uncertain
+	var stopBy string // id of the task whose failure stopped the run
+	limit := max(rn.concurrency, 1)
+	ready := func(i int) bool {
+		if state[i] != tsWaiting {
+			return false
+		}
+		for _, j := range needs[i] {
+			if state[j] != tsDone {
+				return false
+			}
+		}
+		return true
+	}
+	start := func(i int) {
+		lane := rn.fork()
+		// Every carry not yet taken rides with this task's first commit;
+		// carries of the tasks it needs that another task took are waited for.
+		for _, c := range carries {
+			if c != nil && !c.taken {
+				c.taken = true
+				lane.pending = append(lane.pending, c.recs...)
+				lane.carrying = append(lane.carrying, c)
+			}
+		}
+		for _, j := range needs[i] {
+			if c := carries[j]; c != nil && !containsCarry(lane.carrying, c) {
+				lane.waitFor = append(lane.waitFor, c)
+			}
+		}
+		state[i] = tsRunning
+		running++
+		lane.view = rn.scopeSnapshot()
+		go func() {
+			out, fail := lane.runTask(ctx, tasks[i])
+			ended <- taskEnd{idx: i, out: out, fail: fail, pending: lane.pending, carrying: lane.carrying}
+		}()
+	}
+	for {
+		// A worker's graceful stop (Runner.Stop) starts no new task either;
+		// the run then ends without run.finished, resumable.
+		if stop == nil && ctx.Err() == nil && !rn.stopping() {
+			for i := range tasks {
+				if running >= limit {
+					break
+				}
+				if ready(i) {
+					start(i)
+				}
+			}
+		}
+		if running == 0 {
+			break
+		}
+		e := <-ended
+		running--
+		t := tasks[e.idx]
+		switch {
+		case len(e.carrying) > 0:
+			// The task took carries but ended without a commit (a resumed
+			// task the log says is done): commit them now, since tasks may
+			// be waiting for them.
+			lane := rn.fork()
+			lane.pending = e.pending
+			lane.carrying = []*carry{{recs: e.pending, done: make(chan struct{}), chained: e.carrying}}
+			if err := lane.append(); err != nil && e.fail == nil {
+				e.fail = rn.storageFail(err)
+			}
+		case len(e.pending) > 0:
+			carries[e.idx] = &carry{recs: e.pending, done: make(chan struct{})}
+		}
+		if e.fail == nil {
+			state[e.idx] = tsDone
+			rn.setOutput(t.ID, e.out)
+			continue
+		}
+		if t.ContinueOnError && e.fail.Code != ExitStorage {
+			state[e.idx] = tsDone
+			rn.setOutput(t.ID, nil)
+			if e.fail.Code == ExitUncertain {
+				worst = worse(worst, e.fail)
+			}
+			continue
+		}
+		state[e.idx] = tsFailed
+		worst = worse(worst, e.fail)
+		if stop == nil {
+			stop, stopBy = e.fail, t.ID
+		}
+	}
+	// Carries nobody took commit with run.finished, before the skips.
+	for _, c := range carries {
+		if c != nil && !c.taken {
+			c.taken = true
+			rn.pending = append(rn.pending, c.recs...)
+		}
+	}
+	if stop == nil && ctx.Err() == nil && rn.stopping() && slices.Contains(state, tsWaiting) {
+		return rn.stopped()
+	}
+	reason := ""
+	switch {
+	case stop != nil:
+		reason = fmt.Sprintf("task %s ended %s", stopBy, stateForExit(stop.Code))
+	case ctx.Err() != nil:
+		reason = "run cancelled"
+	}
+	for i, t := range tasks {
+		if state[i] != tsWaiting {
+			continue
+		}
+		state[i] = tsSkipped
+		why := reason
+		if why == "" { // a task it needs failed: unreachable unless the graph has a cycle
+			why = "a task it needs did not succeed"
+		}
+		rn.later(events.Record{Stream: taskStream(t.ID, rn.nextAttempt(t.ID)), Type: projector.TypeTaskSkipped,
+			Payload: projector.TaskSkipped{TaskID: t.ID, Attempt: rn.nextAttempt(t.ID), Reason: why}})
+		if worst == nil && stop == nil && ctx.Err() != nil {
+			worst = &Error{RunID: rn.id, Code: ExitCancelled, Err: fmt.Errorf("task %s: %s", t.ID, why)}
+		}
+	}
+	if worst != nil {
+		return rn.finish(nil, worst)
+	}
+	outputs := map[string]any{}
+	if len(rn.wf.Spec.Outputs) > 0 {
+		v, err := spec.Render(rn.wf.Spec.Outputs, rn.scopeSnapshot())
+		if err != nil {
+			return rn.finish(nil, &Error{RunID: rn.id, Code: ExitFailed, Err: fmt.Errorf("spec.outputs: %w", err)})
+		}
+		if m, ok := v.(map[string]any); ok {
+			outputs = m
+		}
+	}
+	return rn.finish(outputs, nil)
+}
+
+// containsCarry reports whether c is in list or chained to one of its
+// carries.
+func containsCarry(list []*carry, c *carry) bool {
+	for _, x := range list {
+		if x == c || containsCarry(x.chained, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// severity orders exit codes for "the worst task": uncertain beats
+// cancelled beats any other failure beats success.
+func severity(code int) int {
+	switch code {
+	case ExitOK:
+		return 0
+	case ExitUncertain:
+		return 3
+	case ExitCancelled:
+		return 2
+	}
+	return 1
+}
+
+// worse returns the worse of two failures; the earlier one on a tie.
+func worse(a, b *Error) *Error {
+	if a == nil || severity(b.Code) > severity(a.Code) {
+		return b
+	}
+	return a
+}
+
+// setOutput records a task's output for the templates of later tasks.
+func (rn *run) setOutput(id string, out any) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.scope.Tasks[id] = out
+}
+
+// scopeSnapshot is the template scope as it is now: tasks read it while
+// others finish.
+func (rn *run) scopeSnapshot() spec.Scope {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return spec.Scope{Inputs: rn.scope.Inputs, Tasks: maps.Clone(rn.scope.Tasks)}
+}
+
+// nextAttempt is the attempt a task would start next: 1, or one after the
+// last attempt in the log of a resumed run.
+func (rn *run) nextAttempt(id string) int {
+	if rn.log != nil {
+		if a := rn.log.last(id); a != nil {
+			return a.started.Attempt + 1
+		}
+	}
+	return 1
+}
+
+// closeSessions closes every session the run opened.
+func (rn *run) closeSessions() {
+	rn.mu.Lock()
+	opened := rn.opened
+	rn.opened = nil
+	rn.mu.Unlock()
+	for _, rs := range opened {
+		if rs.sess != nil {
+			_ = rs.sess.Close(context.Background())
+		}
+	}
+}
