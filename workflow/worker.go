@@ -49,6 +49,9 @@ type Worker struct {
 	// its part in this worker ends. They are called from one goroutine.
 	Started  func(runID string, resumed bool)
 	Finished func(WorkerRun)
+	// Stopping, when set, is called once the context has ended and the
+	// runs in flight were told to stop before their next task.
+	Stopping func()
 }
 
 // WorkerRun is what became of one run a worker took.
@@ -151,6 +154,9 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 				close(stop)
 			}
 			graceOver = time.After(grace)
+			if w.Stopping != nil {
+				w.Stopping()
+			}
 		case <-graceOver:
 			return out, fmt.Errorf("%w: %d run(s) left for resume", ErrGraceExpired, inflight)
 		}

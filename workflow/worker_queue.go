@@ -113,12 +113,16 @@ func (rn *run) stopping() bool {
 }
 
 // stopped ends this process's part of the run without run.finished: the
-// sessions are closed and the run stays "running" for a resume.
+// records waiting to ride with the next step (the last task's outcome) are
+// committed, the sessions closed, and the run stays "running" for a resume.
 func (rn *run) stopped() *Result {
 	for _, rs := range rn.remotes {
 		if rs.sess != nil {
 			_ = rs.sess.Close(context.Background())
 		}
+	}
+	if err := rn.append(); err != nil {
+		return &Result{RunID: rn.id, State: "running", ExitCode: ExitStorage, Err: &Error{RunID: rn.id, Code: ExitStorage, Err: fmt.Errorf("stop: record the last outcome: %w", err)}}
 	}
 	return &Result{RunID: rn.id, State: "running", ExitCode: ExitCancelled, Err: &Error{RunID: rn.id, Code: ExitCancelled, Err: ErrStopped}}
 }

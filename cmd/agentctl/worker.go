@@ -61,6 +61,11 @@ flight after the grace period are left as they are for a later worker or resume 
 						fmt.Fprintf(a.stderr, "run %s %s\n", id, verb)
 					}
 				},
+				Stopping: func() {
+					if a.output == "human" {
+						fmt.Fprintf(a.stderr, "worker: stopping: no new runs; runs in flight stop before their next task (at most %s)\n", grace)
+					}
+				},
 				Finished: func(r workflow.WorkerRun) {
 					switch {
 					case a.output == "jsonl":

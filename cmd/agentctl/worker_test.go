@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -298,4 +300,116 @@ func TestCLI_WorkerKilledThenAnotherFinishes(t *testing.T) {
 	if uncertain != conc || !strings.Contains(string(out), "resuming") {
 		t.Fatalf("%d uncertain runs, want %d; second worker:\n%s", uncertain, conc, out)
 	}
+}
+
+// TestCLI_WorkerStopsCleanlyOnSIGTERM: a polling worker gets SIGTERM while
+// two runs are each in their first call; the calls finish, the runs stop
+// before their second task (no run.finished: resumable), the worker exits
+// 0, and `worker --drain` then completes both, sending each call once.
+func TestCLI_WorkerStopsCleanlyOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	tool := newCountingTool()
+	tool.blockAfter(0, 2)
+	srv := mcptest.Start(t, mcptest.Options{}, tool.def())
+	db := filepath.Join(t.TempDir(), "q.db")
+	ids := submitN(t, db, queueWorkflow(t, srv.URL, 2), 2)
+
+	w := subprocess(t, "worker", "--concurrency", "2", "--poll", "20ms", "--db", db)
+	stderr, err := w.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stderr)
+	for range 2 {
+		select {
+		case <-tool.entered:
+		case <-time.After(60 * time.Second):
+			_ = w.Process.Kill()
+			t.Fatal("the runs' first calls never arrived (a failsafe, not a synchronisation)")
+		}
+	}
+	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for lines.Scan() { // the calls are released once the worker says it is stopping
+		fmt.Fprintln(&out, lines.Text())
+		if strings.HasPrefix(lines.Text(), "worker: stopping") {
+			break
+		}
+	}
+	tool.unblock()
+	rest, _ := io.ReadAll(stderr)
+	out.Write(rest)
+	if err := w.Wait(); err != nil {
+		t.Fatalf("worker after SIGTERM: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "worker: stopped, 2 run(s) taken") {
+		t.Fatalf("worker output:\n%s", out.String())
+	}
+	for _, id := range ids {
+		lines := describe(t, db, id)
+		if last := lines[len(lines)-1]; last != "task.finished t0 succeeded" {
+			t.Fatalf("run %s after the stop ends with %q, want the first task finished and nothing after\n%s", id, last, strings.Join(lines, "\n"))
+		}
+	}
+	if states := runStates(t, db); states[ids[0]] != "running" || states[ids[1]] != "running" {
+		t.Fatalf("states after the stop: %v", states)
+	}
+
+	if o, err := subprocess(t, "worker", "--drain", "--db", db).CombinedOutput(); err != nil {
+		t.Fatalf("second worker: %v\n%s", err, o)
+	}
+	states := runStates(t, db)
+	c := tool.counts()
+	for i, id := range ids {
+		if states[id] != "succeeded" || c[fmt.Sprint(i)] != 2 {
+			t.Errorf("run %s: %s, argument %d executed %d times; want succeeded, twice (one per task)", id, states[id], i, c[fmt.Sprint(i)])
+		}
+		assertRebuildEqual(t, db, id)
+	}
+}
+
+// TestCLI_WorkerGraceExpires: a call still executing when the grace period
+// after SIGTERM ends is left as it is (exit 130, nothing recorded as
+// cancelled); the next worker resumes the run and, the at_most_once call
+// having no outcome on disk, ends it uncertain without sending it again.
+func TestCLI_WorkerGraceExpires(t *testing.T) {
+	t.Parallel()
+	tool := newCountingTool()
+	tool.blockAfter(0, 1)
+	srv := mcptest.Start(t, mcptest.Options{}, tool.def())
+	db := filepath.Join(t.TempDir(), "q.db")
+	ids := submitN(t, db, queueWorkflow(t, srv.URL, 1), 1)
+	w := subprocess(t, "worker", "--grace", "100ms", "--poll", "20ms", "--db", db)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tool.entered:
+	case <-time.After(60 * time.Second):
+		_ = w.Process.Kill()
+		t.Fatal("the call never arrived (a failsafe, not a synchronisation)")
+	}
+	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := w.Wait()
+	tool.unblock()
+	if w.ProcessState.ExitCode() != 130 {
+		t.Fatalf("worker after the grace period: %v, want exit 130", err)
+	}
+	if lines := describe(t, db, ids[0]); lines[len(lines)-1] != "mcp.request out tools/call" {
+		t.Fatalf("run after the grace period:\n%s", strings.Join(lines, "\n"))
+	}
+	if o, err := subprocess(t, "worker", "--drain", "--db", db).CombinedOutput(); err != nil {
+		t.Fatalf("second worker: %v\n%s", err, o)
+	}
+	if st := runStates(t, db)[ids[0]]; st != "uncertain" || tool.counts()["0"] != 1 {
+		t.Fatalf("run %s, executed %d times; want uncertain, once", st, tool.counts()["0"])
+	}
+	assertRebuildEqual(t, db, ids[0])
 }
