@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // The queue (issue 14 item 4). A queued run is an ordinary run whose
@@ -28,7 +29,7 @@ var ErrNotQueued = errors.New("workflow: run is not queued")
 var ErrStopped = errors.New("workflow: run stopped before its next task; resume carries it on")
 
 // runCreated is the run.created payload of a new run of wf.
-func runCreated(id string, wf *Workflow, inputs map[string]any, opts RunOptions) projector.RunCreated {
+func runCreated(id string, wf *spec.Workflow, inputs map[string]any, opts RunOptions) projector.RunCreated {
 	servers := map[string]string{}
 	for name, s := range wf.Spec.MCPServers {
 		servers[name] = s.URL
@@ -39,7 +40,7 @@ func runCreated(id string, wf *Workflow, inputs map[string]any, opts RunOptions)
 
 // Submit records a run of wf with the resolved inputs as queued and
 // returns its id; nothing is sent. A worker executes it (RunQueued).
-func (r *Runner) Submit(ctx context.Context, wf *Workflow, inputs map[string]any, opts RunOptions) (string, error) {
+func (r *Runner) Submit(ctx context.Context, wf *spec.Workflow, inputs map[string]any, opts RunOptions) (string, error) {
 	opts.Mode = "run"
 	if opts.Command == "" {
 		opts.Command = "submit"
@@ -75,7 +76,7 @@ func (r *Runner) RunQueued(ctx context.Context, runID, worker string) (*Result, 
 	if !l.created.Queued || l.lastSeq != 1 {
 		return nil, fmt.Errorf("run %s: %w (its log is at seq %d)", runID, ErrNotQueued, l.lastSeq)
 	}
-	wf, err := Parse(l.created.File, []byte(l.created.Source))
+	wf, err := spec.Parse(l.created.File, []byte(l.created.Source))
 	if err != nil {
 		return nil, &Error{RunID: runID, Code: ExitInvalid, Err: fmt.Errorf("queued run %s: recorded workflow: %w", runID, err)}
 	}

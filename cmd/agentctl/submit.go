@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // submitResult is the data of a SubmitResult envelope.
@@ -27,7 +28,7 @@ queued (run.created with "queued": true) and prints its id. Nothing is sent to a
   agentctl worker --drain`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			wf, err := workflow.Load(args[0])
+			wf, err := spec.Load(args[0])
 			if err != nil {
 				return &exitError{code: workflow.ExitInvalid, err: err}
 			}
