@@ -31,6 +31,9 @@ import (
 // resumes it by the rules.
 type Worker struct {
 	DB *events.DB
+	// Queue says which runs may be taken; nil means the SQLite queue over
+	// DB (LocalQueue).
+	Queue Queue
 	// NewRunner returns the Runner of one run (with DB set to the worker's).
 	NewRunner func() *Runner
 	// Concurrency is how many runs execute at once; ≤ 0 means 4.
@@ -88,6 +91,10 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 	if name == "" {
 		name = WorkerName()
 	}
+	queue := w.Queue
+	if queue == nil {
+		queue = LocalQueue{DB: w.DB}
+	}
 	stop := make(chan struct{})
 	done := make(chan WorkerRun, conc)
 	taken := map[string]bool{}
@@ -101,7 +108,7 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 	for {
 		stopping := stopped || fail != nil
 		if !stopping && inflight < conc {
-			list, err := candidates(context.WithoutCancel(ctx), w.DB)
+			list, err := queue.Candidates(context.WithoutCancel(ctx))
 			if err != nil {
 				fail = err
 				close(stop)
@@ -116,7 +123,7 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 					continue
 				}
 				resumed := c.State != "queued"
-				if resumed && !w.orphaned(c.RunID) {
+				if resumed && !queue.Orphaned(c.RunID) {
 					continue
 				}
 				taken[c.RunID] = true
@@ -144,6 +151,10 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 			if !r.Skipped {
 				out = append(out, r)
 			}
+			switch r.State {
+			case StateSucceeded, StateFailed, StateUncertain, StateCancelled:
+				delete(taken, r.RunID) // finished: never listed again
+			}
 			if w.Finished != nil {
 				w.Finished(r)
 			}
@@ -161,18 +172,6 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 			return out, fmt.Errorf("%w: %d run(s) left for resume", ErrGraceExpired, inflight)
 		}
 	}
-}
-
-// orphaned reports whether runID's writer is gone: its lock can be taken.
-// The lock is released at once; Resume takes it again (and refuses if
-// someone was quicker).
-func (w *Worker) orphaned(runID string) bool {
-	unlock, err := w.DB.LockRun(runID)
-	if err != nil {
-		return false
-	}
-	unlock()
-	return true
 }
 
 // execute runs one taken run to the end of this worker's part in it.

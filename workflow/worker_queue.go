@@ -128,21 +128,49 @@ func (rn *run) stopped() *Result {
 	return &Result{RunID: rn.id, State: "running", ExitCode: ExitCancelled, Err: &Error{RunID: rn.id, Code: ExitCancelled, Err: ErrStopped}}
 }
 
-// queuedRun is a run the worker may take: queued, or running (then it is
-// an orphan only if its lock can be taken).
-type queuedRun struct {
+// Candidate is a run a worker may take: queued, or running (then it is an
+// orphan only if Queue.Orphaned says its writer is gone).
+type Candidate struct {
 	RunID string `db:"run_id"`
 	State string `db:"state"`
 }
 
-// candidates lists the runs a worker may take, running ones first (they
+// Queue is what a worker needs to know beyond the log: which runs it may
+// take, and whether a running run's writer is gone. LocalQueue is the one
+// machine's answer (the runs projection and the per-run kernel lock); a
+// shared database across machines answers with leases instead.
+type Queue interface {
+	// Candidates lists queued and running runs, in the order to take them.
+	Candidates(ctx context.Context) ([]Candidate, error)
+	// Orphaned reports whether runID's writer is gone, so that a worker
+	// may resume it (which must still take the run's ownership, and
+	// refuse if another was quicker).
+	Orphaned(runID string) bool
+}
+
+// LocalQueue is the Queue of one database on one machine.
+type LocalQueue struct{ DB *events.DB }
+
+// Candidates lists the runs a worker may take, running ones first (they
 // were started earlier), each group oldest first (run ids are UUIDv7).
 // Replays and ad-hoc calls are never resumed by a worker.
-func candidates(ctx context.Context, db *events.DB) ([]queuedRun, error) {
-	var out []queuedRun
-	err := db.SQL().SelectContext(ctx, &out, `SELECT run_id, state FROM runs WHERE state IN ('running', 'queued') AND mode = 'run' ORDER BY state = 'queued', run_id`)
+func (q LocalQueue) Candidates(ctx context.Context) ([]Candidate, error) {
+	var out []Candidate
+	err := q.DB.SQL().SelectContext(ctx, &out, `SELECT run_id, state FROM runs WHERE state IN ('running', 'queued') AND mode = 'run' ORDER BY state = 'queued', run_id`)
 	if err != nil {
-		return nil, &events.Error{Op: "list queued runs", Path: db.Path(), Err: err}
+		return nil, &events.Error{Op: "list queued runs", Path: q.DB.Path(), Err: err}
 	}
 	return out, nil
+}
+
+// Orphaned reports whether runID's lock in <db>-runlock can be taken: the
+// kernel drops a process's locks when it dies. The lock is released at
+// once; Resume takes it again, and refuses if someone was quicker.
+func (q LocalQueue) Orphaned(runID string) bool {
+	unlock, err := q.DB.LockRun(runID)
+	if err != nil {
+		return false
+	}
+	unlock()
+	return true
 }
