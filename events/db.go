@@ -70,7 +70,8 @@ type DB struct {
 	// Now stamps created_at; tests may replace it.
 	Now func() time.Time
 
-	wmu   sync.Mutex
+	wmu   sync.Mutex // held by the group-commit leader for its batch, and by key changes
+	group writeGroup
 	tips  map[string]tip
 	stmts stmtCache
 	enc   *codec // payload encryption state (codec.go)

@@ -83,8 +83,15 @@ func applyOne(ctx context.Context, tx *events.Tx, e events.Event) error {
 		if err := e.Decode(&p); err != nil {
 			return err
 		}
-		return exec(`INSERT INTO runs (run_id, workflow, workflow_digest, mode, source_run_id, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)`,
-			e.RunID, p.Workflow, p.Digest, p.Mode, nullable(p.SourceRunID), e.CreatedAt, e.CreatedAt)
+		state := "running"
+		if p.Queued {
+			state = "queued"
+		}
+		return exec(`INSERT INTO runs (run_id, workflow, workflow_digest, mode, source_run_id, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			e.RunID, p.Workflow, p.Digest, p.Mode, nullable(p.SourceRunID), state, e.CreatedAt, e.CreatedAt)
+	case TypeRunStarted:
+		// A queued run starts now: its duration counts from here.
+		return exec(`UPDATE runs SET state = 'running', started_at = ?, updated_at = ? WHERE run_id = ?`, e.CreatedAt, e.CreatedAt, e.RunID)
 	case TypeRunFinished:
 		var p RunFinished
 		if err := e.Decode(&p); err != nil {

@@ -6,6 +6,7 @@ import "encoding/json"
 const (
 	TypeRunCreated      = "run.created"
 	TypeRunFinished     = "run.finished"
+	TypeRunStarted      = "run.started"
 	TypeTaskStarted     = "task.started"
 	TypeTaskFinished    = "task.finished"
 	TypeSessionOpened   = "session.opened"
@@ -35,6 +36,16 @@ type RunCreated struct {
 	SourceRunID string            `json:"sourceRunId,omitempty"`
 	Servers     map[string]string `json:"servers,omitempty"`
 	Command     string            `json:"command,omitempty"`
+	// Queued marks a run recorded by `submit`: nothing runs until a worker
+	// claims it with run.started (seq 2, compare-and-append after seq 1).
+	Queued bool `json:"queued,omitempty"`
+}
+
+// RunStarted is a worker's claim of a queued run: the first event after
+// run.created, appended only if the log still ends at run.created.
+type RunStarted struct {
+	Worker  string `json:"worker"` // host/pid of the claiming process
+	Command string `json:"command,omitempty"`
 }
 
 // RunFinished closes a run with its outcome.

@@ -132,7 +132,7 @@ source of truth: inspect, replay and audit read it and never touch the network.`
 	root.AddCommand(a.runCmd(), a.inspectCmd(), a.demoCmd(), a.versionCmd())
 	root.AddCommand(a.checkCmd(), a.mcpCmd(), a.schemaCmd())
 	root.AddCommand(a.runsCmd(), a.auditCmd(), a.dbCmd(), a.replayCmd())
-	root.AddCommand(a.resumeCmd(), a.effectsCmd())
+	root.AddCommand(a.resumeCmd(), a.effectsCmd(), a.submitCmd(), a.workerCmd())
 	return root
 }
 
