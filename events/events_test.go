@@ -15,6 +15,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/migrations"
 )
 
@@ -105,26 +106,38 @@ func TestOpen_CorruptFileIsStorageError(t *testing.T) {
 }
 
 func TestEvents_AppendOnly(t *testing.T) {
-	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
-	appendN(t, db, "run-1", 3)
-	for _, stmt := range []string{
-		`UPDATE events SET payload = '{}' WHERE run_id = 'run-1' AND seq = 2`,
-		`DELETE FROM events WHERE run_id = 'run-1'`,
-	} {
-		_, err := db.SQL().Exec(stmt)
-		if err == nil || !strings.Contains(err.Error(), "append-only") {
-			t.Errorf("%s: err = %v, want append-only refusal", stmt, err)
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		db := b.Open(t, events.Options{})
+		appendN(t, db, "run-1", 3)
+		stmts := []string{
+			`UPDATE events SET payload = '{}' WHERE run_id = 'run-1' AND seq = 2`,
+			`DELETE FROM events WHERE run_id = 'run-1'`,
 		}
-	}
-	// A gap in seq is refused by the database too.
-	_, err := db.SQL().Exec(`INSERT INTO events VALUES ('run-1', 9, 'run', 'x', '{}', 'now', '', '')`)
-	if err == nil || !strings.Contains(err.Error(), "dense") {
-		t.Errorf("gap insert: err = %v, want dense refusal", err)
-	}
+		if b.Name == "postgres" {
+			stmts = append(stmts, `TRUNCATE events`)
+		}
+		for _, stmt := range stmts {
+			_, err := db.SQL().Exec(stmt)
+			if err == nil || !strings.Contains(err.Error(), "append-only") {
+				t.Errorf("%s: err = %v, want append-only refusal", stmt, err)
+			}
+		}
+		// A gap in seq is refused by the database too.
+		_, err := db.SQL().Exec(`INSERT INTO events VALUES ('run-1', 9, 'run', 'x', '{}', 'now', '', '')`)
+		if err == nil || !strings.Contains(err.Error(), "dense") {
+			t.Errorf("gap insert: err = %v, want dense refusal", err)
+		}
+		if n, err := db.VerifyRun(context.Background(), "run-1"); err != nil || n != 3 {
+			t.Fatalf("VerifyRun = %d, %v; want the 3 events untouched", n, err)
+		}
+	})
 }
 
 func TestEvents_DenseSeqAndChain(t *testing.T) {
-	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) { testDenseSeqAndChain(t, b.Open(t, events.Options{})) })
+}
+
+func testDenseSeqAndChain(t *testing.T, db *events.DB) {
 	appendN(t, db, "run-a", 5)
 	appendN(t, db, "run-b", 2)
 	_, err := db.Append(context.Background(), "run-a", []events.Record{
@@ -155,7 +168,10 @@ func TestEvents_DenseSeqAndChain(t *testing.T) {
 }
 
 func TestEvents_FailedApplyLeavesNothing(t *testing.T) {
-	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) { testFailedApplyLeavesNothing(t, b.Open(t, events.Options{})) })
+}
+
+func testFailedApplyLeavesNothing(t *testing.T, db *events.DB) {
 	appendN(t, db, "run-1", 1)
 	boom := errors.New("boom")
 	_, err := db.Append(context.Background(), "run-1", []events.Record{{Stream: "run", Type: "x"}}, func(context.Context, *events.Tx, []events.Event) error { return boom })
@@ -206,8 +222,15 @@ func TestEvents_TamperBreaksChainAtSeq(t *testing.T) {
 }
 
 func TestEvents_AppendAfterRefusesAMovedLog(t *testing.T) {
-	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
-	other := mustOpen(t, db.Path()) // a second process's view of the same file
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		dsn := b.DSN(t)
+		testAppendAfterRefusesAMovedLog(t, testkit.OpenDB(t, dsn, events.Options{}), testkit.OpenDB(t, dsn, events.Options{}))
+	})
+}
+
+// testAppendAfterRefusesAMovedLog: other is a second process's view of the
+// same database.
+func testAppendAfterRefusesAMovedLog(t *testing.T, db, other *events.DB) {
 	appendN(t, db, "run-1", 2)
 	if _, err := other.AppendAfter(context.Background(), "run-1", 2, []events.Record{{Stream: "run", Type: "run.resumed"}}, nil); err != nil {
 		t.Fatalf("append after the real tip: %v", err)
@@ -221,12 +244,42 @@ func TestEvents_AppendAfterRefusesAMovedLog(t *testing.T) {
 	}
 }
 
+// TestEvents_StaleTailIsAConflict: a writer whose cached tail is stale
+// (another process appended meanwhile) is refused by the database (primary
+// key or chain check) with ErrConflict, nothing of its batch is written,
+// and its next append reloads the tail.
+func TestEvents_StaleTailIsAConflict(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		dsn := b.DSN(t)
+		db, other := testkit.OpenDB(t, dsn, events.Options{}), testkit.OpenDB(t, dsn, events.Options{})
+		ctx := context.Background()
+		appendN(t, db, "run-1", 2) // db caches the tail at seq 2
+		appendN(t, other, "run-1", 1)
+		_, err := db.Append(ctx, "run-1", []events.Record{{Stream: "run", Type: "a"}, {Stream: "run", Type: "b"}}, nil)
+		if !errors.Is(err, events.ErrConflict) || !strings.Contains(err.Error(), "reload the tail") {
+			t.Fatalf("err = %v, want ErrConflict (reload the tail)", err)
+		}
+		evs, err := db.Append(ctx, "run-1", []events.Record{{Stream: "run", Type: "c"}}, nil)
+		if err != nil || len(evs) != 1 || evs[0].Seq != 4 {
+			t.Fatalf("append after the conflict = %v, %v; want seq 4", evs, err)
+		}
+		if n, err := db.VerifyRun(ctx, "run-1"); err != nil || n != 4 {
+			t.Fatalf("VerifyRun = %d, %v; want 4 events", n, err)
+		}
+	})
+}
+
 // TestEvents_ConcurrentAppendersShareCommits: 32 goroutines append 25
 // events each to 4 runs at once; every run's chain is dense and verifies,
 // each goroutine's events appear in its own order, and the appends were
 // counted exactly once whatever the batching.
 func TestEvents_ConcurrentAppendersShareCommits(t *testing.T) {
-	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		testConcurrentAppendersShareCommits(t, b.Open(t, events.Options{}))
+	})
+}
+
+func testConcurrentAppendersShareCommits(t *testing.T, db *events.DB) {
 	const goroutines, runs, each = 32, 4, 25
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
