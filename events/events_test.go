@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	_ "github.com/mattn/go-sqlite3"
 
@@ -186,6 +188,29 @@ func testFailedApplyLeavesNothing(t *testing.T, db *events.DB) {
 }
 
 func TestEvents_TamperBreaksChainAtSeq(t *testing.T) {
+	t.Run("sqlite", testTamperSQLite)
+	t.Run("postgres", func(t *testing.T) {
+		db := testkit.OpenDB(t, testkit.PostgresDB(t), events.Options{})
+		appendN(t, db, "run-1", 6)
+		// Tamper as the table's owner would, past the trigger (a
+		// least-privilege role cannot: docs/POSTGRES.md).
+		for _, stmt := range []string{
+			`ALTER TABLE events DISABLE TRIGGER events_no_update`,
+			`UPDATE events SET payload = '{"i":9}' WHERE run_id='run-1' AND seq=4`,
+		} {
+			if _, err := db.SQL().Exec(stmt); err != nil {
+				t.Fatalf("%s: %v", stmt, err)
+			}
+		}
+		_, err := db.VerifyRun(context.Background(), "run-1")
+		var ce *events.ChainError
+		if !errors.As(err, &ce) || ce.Seq != 4 {
+			t.Fatalf("err = %v, want chain error at seq 4", err)
+		}
+	})
+}
+
+func testTamperSQLite(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.db")
 	db := mustOpen(t, path)
@@ -241,6 +266,44 @@ func testAppendAfterRefusesAMovedLog(t *testing.T, db, other *events.DB) {
 	}
 	if n, err := db.VerifyRun(context.Background(), "run-1"); err != nil || n != 3 {
 		t.Fatalf("VerifyRun = %d, %v; want 3 events", n, err)
+	}
+}
+
+// TestChain_SameOnBothBackends: the same records appended at the same
+// instants give the same chain, byte for byte, on SQLite and PostgreSQL,
+// and the two audit exports are identical files that verify.
+func TestChain_SameOnBothBackends(t *testing.T) {
+	ctx := context.Background()
+	var exports [2]bytes.Buffer
+	var heads [2]string
+	for i, db := range []*events.DB{
+		testkit.OpenDB(t, "", events.Options{}),
+		testkit.OpenDB(t, testkit.PostgresDB(t), events.Options{}),
+	} {
+		clock := time.Date(2026, 12, 3, 14, 0, 0, 123456789, time.UTC)
+		db.Now = func() time.Time { clock = clock.Add(1500 * time.Microsecond); return clock }
+		if _, err := db.Append(ctx, "run-x", []events.Record{{Stream: "run", Type: "run.created", Payload: map[string]any{"digest": "sha256:abc", "z": 1, "a": "é\u2028<>&"}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 5 {
+			if _, err := db.Append(ctx, "run-x", []events.Record{
+				{Stream: "task/t/1", Type: "test.step", Payload: json.RawMessage(fmt.Sprintf(`{"b":%d,"a":[1,2,{"y":null,"x":"\u00e9"}]}`, j))},
+				{Stream: "call/e", Type: "test.other", Payload: map[string]string{"k": strings.Repeat("x", j*100)}},
+			}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h, err := db.Export(ctx, &exports[i], "run-x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		heads[i] = h.FinalHash
+		if n, _, err := events.VerifyStream(bytes.NewReader(exports[i].Bytes())); err != nil || n != 11 {
+			t.Fatalf("%s: verify = %d, %v", db.Backend(), n, err)
+		}
+	}
+	if heads[0] != heads[1] || !bytes.Equal(exports[0].Bytes(), exports[1].Bytes()) {
+		t.Fatalf("exports differ: head %s (sqlite) vs %s (postgres)\n%s\n---\n%s", heads[0], heads[1], exports[0].String(), exports[1].String())
 	}
 }
 
