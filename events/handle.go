@@ -117,3 +117,8 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	return t.Tx.QueryRowContext(ctx, t.Rebind(query), args...)
 }
+
+// Query is QueryContext without a context (tests).
+func (h *Handle) Query(query string, args ...any) (*sql.Rows, error) {
+	return h.QueryContext(context.Background(), query, args...)
+}
