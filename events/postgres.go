@@ -88,9 +88,12 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 	}
 	sdb := sql.OpenDB(stdlib.GetConnector(*cfg))
+	// The group-commit writer needs one connection; readers, run locks and
+	// a worker's concurrent runs the rest. Few idle ones: a fleet of
+	// workers must fit in the server's max_connections.
 	sdb.SetMaxOpenConns(32)
-	sdb.SetMaxIdleConns(8)
-	sdb.SetConnMaxIdleTime(time.Minute)
+	sdb.SetMaxIdleConns(2)
+	sdb.SetConnMaxIdleTime(30 * time.Second)
 	x := &Handle{sqlx.NewDb(sdb, "pgx")}
 	db := &DB{x: x, path: red, backend: migrations.Postgres, Now: time.Now, tips: map[string]tip{}, pg: &pgState{locks: map[string]*sql.Conn{}}}
 	fail := func(op string, err error) (*DB, error) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -71,10 +72,21 @@ func runIDs(t *testing.T, path string) []string {
 	return ids
 }
 
+// openLog opens the database at path once per test (a PostgreSQL pool per
+// call would exhaust the server's connections in the tests' loops).
 func openLog(t *testing.T, path string) *events.DB {
 	t.Helper()
-	return testkit.OpenDB(t, path, events.Options{})
+	key := t.Name() + "\x00" + path
+	if db, ok := openLogs.Load(key); ok {
+		return db.(*events.DB)
+	}
+	db := testkit.OpenDB(t, path, events.Options{})
+	openLogs.Store(key, db)
+	t.Cleanup(func() { openLogs.Delete(key) })
+	return db
 }
+
+var openLogs sync.Map
 
 // describe renders the run's events with projector.Describe.
 func describe(t *testing.T, path, runID string) []string {
