@@ -188,7 +188,7 @@ type CallReconciled struct {
 // chain by the hash of the last one. Where they go in the replay (remote,
 // generation, task, attempt, the replay's effect id) is as in a Frame.
 // Evidence is referenced, not copied, so a replay writes its decisions and
-// not the evidence again (DESIGN §9 as the code has it: docs/DESIGN-CHANGES.md).
+// not the evidence again (docs/ARCHITECTURE.md, "Replay").
 type ReplayFrames struct {
 	Remote      string     `json:"remote"`
 	Generation  int        `json:"generation"`

@@ -254,12 +254,15 @@ func exitFor(err error) int {
 	if errors.As(err, &se) {
 		return ExitStorage
 	}
+	if errors.Is(err, transport.ErrSecretTooShort) { // bad input: refused before anything was sent
+		return ExitInvalid
+	}
 	switch transport.KindOf(err) {
 	case transport.KindPolicyDenied:
 		return ExitUncertain
 	case transport.KindCancelled:
 		return ExitCancelled
-	case transport.KindRemoteError, transport.KindToolError, transport.KindInvalidArguments, transport.KindInvalidOutput, "":
+	case transport.KindRemoteError, transport.KindToolError, transport.KindInvalidArguments, transport.KindInvalidOutput, transport.KindSchemaTooComplex, "":
 		return ExitFailed
 	}
 	return ExitRemote

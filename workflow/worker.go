@@ -108,7 +108,9 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 	for {
 		stopping := stopped || fail != nil
 		if !stopping && inflight < conc {
-			list, err := queue.Candidates(context.WithoutCancel(ctx))
+			// Runs taken and still queued (being claimed, or skipped) are
+			// listed again: ask for enough to fill every free slot past them.
+			list, err := queue.Candidates(context.WithoutCancel(ctx), conc+len(taken))
 			if err != nil {
 				fail = err
 				close(stop)

@@ -140,8 +140,9 @@ type Candidate struct {
 // machine's answer (the runs projection and the per-run kernel lock); a
 // shared database across machines answers with leases instead.
 type Queue interface {
-	// Candidates lists queued and running runs, in the order to take them.
-	Candidates(ctx context.Context) ([]Candidate, error)
+	// Candidates lists the running runs and at most queued of the queued
+	// ones, in the order to take them.
+	Candidates(ctx context.Context, queued int) ([]Candidate, error)
 	// Orphaned reports whether runID's writer is gone, so that a worker
 	// may resume it (which must still take the run's ownership, and
 	// refuse if another was quicker).
@@ -151,16 +152,22 @@ type Queue interface {
 // LocalQueue is the Queue of one database on one machine.
 type LocalQueue struct{ DB *events.DB }
 
-// Candidates lists the runs a worker may take, running ones first (they
-// were started earlier), each group oldest first (run ids are UUIDv7).
-// Replays and ad-hoc calls are never resumed by a worker.
-func (q LocalQueue) Candidates(ctx context.Context) ([]Candidate, error) {
-	var out []Candidate
-	err := q.DB.SQL().SelectContext(ctx, &out, `SELECT run_id, state FROM runs WHERE state IN ('running', 'queued') AND mode = 'run' ORDER BY state = 'queued', run_id`)
+// Candidates lists the runs a worker may take: every running run (they
+// were started earlier; few run at once), then the oldest queued ones (run
+// ids are UUIDv7), at most queued of them, so that a long queue is not
+// read whole each time a run ends. Replays and ad-hoc calls are never
+// resumed by a worker.
+func (q LocalQueue) Candidates(ctx context.Context, queued int) ([]Candidate, error) {
+	var out, next []Candidate
+	x := q.DB.SQL()
+	err := x.SelectContext(ctx, &out, `SELECT run_id, state FROM runs WHERE state = 'running' AND mode = 'run' ORDER BY run_id`)
+	if err == nil {
+		err = x.SelectContext(ctx, &next, x.Rebind(`SELECT run_id, state FROM runs WHERE state = 'queued' AND mode = 'run' ORDER BY run_id LIMIT ?`), queued)
+	}
 	if err != nil {
 		return nil, &events.Error{Op: "list queued runs", Path: q.DB.Path(), Err: err}
 	}
-	return out, nil
+	return append(out, next...), nil
 }
 
 // Orphaned reports whether runID's lock in <db>-runlock can be taken: the

@@ -56,47 +56,44 @@ What a verified export proves:
 				}
 				opts.SignKey = k
 			}
-			db, err := a.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if ok, err := db.RunExists(cmd.Context(), args[0]); err != nil {
-				return err
-			} else if !ok {
-				return usageErr("unknown run %q", args[0])
-			}
-			w, done := io.Writer(a.stdout), func() error { return nil }
-			if file != "" && file != "-" {
-				f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-				if err != nil {
-					return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--file %q: %w", file, err)}
+			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
+				if ok, err := db.RunExists(cmd.Context(), args[0]); err != nil {
+					return err
+				} else if !ok {
+					return usageErr("unknown run %q", args[0])
 				}
-				bw := bufio.NewWriter(f)
-				w, done = bw, func() error {
-					if err := bw.Flush(); err != nil {
-						_ = f.Close()
-						return err
+				w, done := io.Writer(a.stdout), func() error { return nil }
+				if file != "" && file != "-" {
+					f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+					if err != nil {
+						return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--file %q: %w", file, err)}
 					}
-					return f.Close()
+					bw := bufio.NewWriter(f)
+					w, done = bw, func() error {
+						if err := bw.Flush(); err != nil {
+							_ = f.Close()
+							return err
+						}
+						return f.Close()
+					}
 				}
-			}
-			h, err := db.ExportWith(cmd.Context(), w, args[0], opts)
-			if err != nil {
-				_ = done()
-				return err
-			}
-			if err := done(); err != nil {
-				return &events.Error{Op: "write audit file", Path: file, Err: err}
-			}
-			if file != "" && file != "-" {
-				signed := "unsigned"
-				if h.Signature != nil {
-					signed = "signed by " + h.Signature.KeyID
+				h, err := db.ExportWith(cmd.Context(), w, args[0], opts)
+				if err != nil {
+					_ = done()
+					return err
 				}
-				fmt.Fprintf(a.stderr, "exported %d events of %s to %s (final hash %s, chain %s, %s)\n", h.EventCount, h.RunID, file, h.FinalHash, h.Chain, signed)
-			}
-			return nil
+				if err := done(); err != nil {
+					return &events.Error{Op: "write audit file", Path: file, Err: err}
+				}
+				if file != "" && file != "-" {
+					signed := "unsigned"
+					if h.Signature != nil {
+						signed = "signed by " + h.Signature.KeyID
+					}
+					fmt.Fprintf(a.stderr, "exported %d events of %s to %s (final hash %s, chain %s, %s)\n", h.EventCount, h.RunID, file, h.FinalHash, h.Chain, signed)
+				}
+				return nil
+			})
 		},
 	}
 	export.Flags().StringVarP(&file, "out", "o", "", "write to this file instead of stdout")

@@ -45,50 +45,47 @@ then reported as a storage error (exit 5) naming the first bad seq or the table.
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			db, err := a.openExisting(ctx)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			doc, err := projector.Inspect(ctx, db, args[0])
-			if err != nil {
-				return err
-			}
-			out := inspected{Document: doc}
-			var problem error
-			if verify || (a.output != "human" && doc.Run.Events < autoVerifyBelow) {
-				rc, err := db.VerifyRunChain(ctx, args[0])
-				var ce *events.ChainError
-				switch {
-				case errors.As(err, &ce):
-					out.ChainVerified, out.ChainError = boolPtr(false), fmt.Sprintf("seq %d: %s", ce.Seq, ce.Reason)
-					problem = &events.Error{Op: "inspect " + args[0], Path: db.Path(), Err: err}
-				case err != nil:
-					return err
-				default:
-					out.ChainVerified = boolPtr(true)
-				}
-				out.ChainVersion = rc.Chain
-			}
-			if verify {
-				mm, err := projector.VerifyProjection(ctx, db, args[0])
+			return a.withExistingDB(ctx, func(db *events.DB) error {
+				doc, err := projector.Inspect(ctx, db, args[0])
 				if err != nil {
 					return err
 				}
-				out.ProjectionVerified, out.ProjectionMismatch = boolPtr(len(mm) == 0), mm
-				if len(mm) > 0 && problem == nil {
-					problem = &events.Error{Op: "inspect " + args[0], Path: db.Path(), Err: fmt.Errorf("projection differs from the log: %s", mm[0])}
+				out := inspected{Document: doc}
+				var problem error
+				if verify || (a.output != "human" && doc.Run.Events < autoVerifyBelow) {
+					rc, err := db.VerifyRunChain(ctx, args[0])
+					var ce *events.ChainError
+					switch {
+					case errors.As(err, &ce):
+						out.ChainVerified, out.ChainError = boolPtr(false), fmt.Sprintf("seq %d: %s", ce.Seq, ce.Reason)
+						problem = &events.Error{Op: "inspect " + args[0], Path: db.Path(), Err: err}
+					case err != nil:
+						return err
+					default:
+						out.ChainVerified = boolPtr(true)
+					}
+					out.ChainVersion = rc.Chain
 				}
-			}
-			if a.output != "human" {
-				if err := a.printJSON(a.stdout, "Inspect", problem == nil, out); err != nil {
-					return err
+				if verify {
+					mm, err := projector.VerifyProjection(ctx, db, args[0])
+					if err != nil {
+						return err
+					}
+					out.ProjectionVerified, out.ProjectionMismatch = boolPtr(len(mm) == 0), mm
+					if len(mm) > 0 && problem == nil {
+						problem = &events.Error{Op: "inspect " + args[0], Path: db.Path(), Err: fmt.Errorf("projection differs from the log: %s", mm[0])}
+					}
 				}
+				if a.output != "human" {
+					if err := a.printJSON(a.stdout, "Inspect", problem == nil, out); err != nil {
+						return err
+					}
+					return problem
+				}
+				printInspect(a.stdout, doc)
+				printVerified(a.stdout, out)
 				return problem
-			}
-			printInspect(a.stdout, doc)
-			printVerified(a.stdout, out)
-			return problem
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&verify, "verify", false, "recompute the run's hash chain and every projection row shown from the log")

@@ -428,6 +428,62 @@ func TestCLI_WorkerGraceExpires(t *testing.T) {
 	})
 }
 
+// TestCLI_WorkerCrashMatrix kills a worker right after each commit of the
+// queued run it executes (its claim, run.started, included) and lets a
+// second worker take the run over: the log is a sound prefix-extension of
+// what was committed, the run ends succeeded or uncertain, and the tool
+// ran at most once (at_most_once) or twice (idempotent).
+func TestCLI_WorkerCrashMatrix(t *testing.T) {
+	t.Parallel()
+	for _, idem := range []string{"at_most_once", "idempotent"} {
+		t.Run(idem, func(t *testing.T) {
+			t.Parallel()
+			refSrv := mcptest.Start(t, mcptest.Options{}, actTool())
+			refDB := filepath.Join(t.TempDir(), "ref.db")
+			refID := submitN(t, refDB, actWorkflow(t, refSrv.URL, idem), 1)[0]
+			if o, err := subprocess(t, "worker", "--drain", "--db", refDB).CombinedOutput(); err != nil {
+				t.Fatalf("reference worker: %v\n%s", err, o)
+			}
+			evs := logOf(t, refDB, refID)
+			var points []string // the last event of each commit after run.created
+			seen := map[string]int{}
+			for i, e := range evs {
+				l := projector.Describe(e)
+				seen[l]++
+				if i > 0 && (i+1 == len(evs) || evs[i+1].CreatedAt != e.CreatedAt) {
+					points = append(points, fmt.Sprintf("%s#%d", l, seen[l]))
+				}
+			}
+			if len(points) < 5 || points[0] != "run.started#1" {
+				t.Fatalf("crash points %v", points)
+			}
+			for _, point := range points[:len(points)-1] { // after the last, nothing is left to do
+				t.Run(strings.NewReplacer(" ", "_", "#", "@").Replace(point), func(t *testing.T) {
+					t.Parallel()
+					srv := mcptest.Start(t, mcptest.Options{}, actTool())
+					db := filepath.Join(t.TempDir(), "a.db")
+					id := submitN(t, db, actWorkflow(t, srv.URL, idem), 1)[0]
+					killedAt(t, point, "worker", "--drain", "--db", db)
+					before := logOf(t, db, id)
+					if o, err := subprocess(t, "worker", "--drain", "--db", db).CombinedOutput(); err != nil {
+						t.Fatalf("second worker: %v\n%s", err, o)
+					}
+					after := assertSound(t, db, id, before)
+					limit := 1
+					if isRedispatchable(idem) {
+						limit = 2
+					}
+					if n := srv.Stats().Executed["act"]; n > limit {
+						t.Fatalf("%s tool executed %d times, at most %d allowed\n%s", idem, n, limit, strings.Join(describeAll(after), "\n"))
+					}
+					if st := runStates(t, db)[id]; st != "succeeded" && st != "uncertain" {
+						t.Fatalf("run ended %s\n%s", st, strings.Join(describeAll(after), "\n"))
+					}
+				})
+			}
+		})
+	}
+}
 // TestCLI_TwoWorkersDrainOneQueue: two `worker --drain` processes started
 // together on one database share 30 queued runs: each run is taken by one
 // worker, each argument executed exactly once, every chain verifies, and
