@@ -484,6 +484,7 @@ func TestCLI_WorkerCrashMatrix(t *testing.T) {
 		})
 	}
 }
+
 // TestCLI_TwoWorkersDrainOneQueue: two `worker --drain` processes started
 // together on one database share 30 queued runs: each run is taken by one
 // worker, each argument executed exactly once, every chain verifies, and
