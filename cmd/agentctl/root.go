@@ -103,7 +103,7 @@ source of truth: inspect, replay and audit read it and never touch the network.`
 			return cmd.Help()
 		},
 	}
-	root.PersistentFlags().StringVar(&a.dbPath, "db", "", "database file (default $AGENTCTL_DB or "+defaultDB+")")
+	root.PersistentFlags().StringVar(&a.dbPath, "db", "", "database: a SQLite file, or a postgres:// URL (password from the URL, PGPASSWORD or ~/.pgpass) (default $AGENTCTL_DB or "+defaultDB+")")
 	root.PersistentFlags().StringVar(&a.output, "output", "human", "output format: human, json or jsonl")
 	root.PersistentFlags().StringVar(&a.durability, "durability", "full", "commit durability: full (fsync every step) or normal")
 	root.PersistentFlags().DurationVar(&a.busyTimeout, "busy-timeout", events.DefaultBusyTimeout, "how long to wait for another process's write lock")
@@ -173,6 +173,9 @@ func (a *app) databasePath() string {
 // openDB opens (creating) the database for commands that write.
 func (a *app) openDB(ctx context.Context) (*events.DB, error) {
 	path := a.databasePath()
+	if events.IsPostgres(path) {
+		return events.Open(ctx, path, a.dbOptions())
+	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, &events.Error{Op: "create directory", Path: dir, Err: err}
@@ -194,6 +197,9 @@ func (a *app) dbOptions() events.Options {
 // file is an error, not a new empty database.
 func (a *app) openExisting(ctx context.Context) (*events.DB, error) {
 	path := a.databasePath()
+	if events.IsPostgres(path) {
+		return events.Open(ctx, path, a.dbOptions())
+	}
 	if _, err := os.Stat(path); err != nil {
 		return nil, &events.Error{Op: "open", Path: path, Err: fmt.Errorf("no database (run a workflow first, or pass --db): %w", err)}
 	}
