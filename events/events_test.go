@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,8 +44,8 @@ func TestOpen_FreshDatabaseIsAtLatest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v != 13 || migrations.Latest != 13 {
-		t.Fatalf("version = %d (Latest %d), want 13", v, migrations.Latest)
+	if v != 14 || migrations.Latest != 14 {
+		t.Fatalf("version = %d (Latest %d), want 14", v, migrations.Latest)
 	}
 	for _, table := range []string{"events", "protocol_sessions", "protocol_calls", "runs", "tasks"} {
 		var n int
@@ -64,7 +65,8 @@ func TestOpen_RefusesNewerSchemaUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := raw.Exec("CREATE TABLE x(a); PRAGMA user_version = 14"); err != nil {
+	newer := migrations.Latest + 1
+	if _, err := raw.Exec(fmt.Sprintf("CREATE TABLE x(a); PRAGMA user_version = %d", newer)); err != nil {
 		t.Fatal(err)
 	}
 	raw.Close()
@@ -77,7 +79,7 @@ func TestOpen_RefusesNewerSchemaUntouched(t *testing.T) {
 	if !errors.As(err, &se) {
 		t.Fatalf("err %T is not *events.Error", err)
 	}
-	if !strings.Contains(err.Error(), "14") || !strings.Contains(err.Error(), "13") {
+	if !strings.Contains(err.Error(), fmt.Sprint(newer)) || !strings.Contains(err.Error(), fmt.Sprint(migrations.Latest)) {
 		t.Errorf("error should name both versions: %v", err)
 	}
 	after, _ := os.ReadFile(path)
