@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -34,10 +35,9 @@ export that run too to verify them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
-				if ok, err := db.RunExists(cmd.Context(), args[0]); err != nil {
+				id, err := projector.ResolveRun(cmd.Context(), db, args[0])
+				if err != nil {
 					return err
-				} else if !ok {
-					return usageErr("unknown run %q", args[0])
 				}
 				w, done := io.Writer(a.stdout), func() error { return nil }
 				if file != "" && file != "-" {
@@ -54,7 +54,7 @@ export that run too to verify them.`,
 						return f.Close()
 					}
 				}
-				h, err := db.Export(cmd.Context(), w, args[0])
+				h, err := db.Export(cmd.Context(), w, id)
 				if err != nil {
 					_ = done()
 					return err
