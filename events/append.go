@@ -19,7 +19,11 @@ type Applier func(ctx context.Context, tx *Tx, evs []Event) error
 
 // Append writes recs as the next events of runID and runs apply in the same
 // transaction; nothing is visible unless both succeed. It returns the stored
-// events with their seq and hashes.
+// events with their seq and hashes once they are committed.
+//
+// Append is safe for concurrent use: appends that arrive while another
+// commit is running share the next commit (group commit, groupcommit.go),
+// and each caller returns only after the commit of its own records.
 func (db *DB) Append(ctx context.Context, runID string, recs []Record, apply Applier) ([]Event, error) {
 	return db.append(ctx, runID, -1, recs, apply)
 }
@@ -38,39 +42,35 @@ func (db *DB) append(ctx context.Context, runID string, after int64, recs []Reco
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	db.wmu.Lock()
-	defer db.wmu.Unlock()
-	if after >= 0 {
-		delete(db.tips, runID) // read the tip inside the transaction
-	}
-	evs, err := db.appendLocked(ctx, runID, after, recs, apply)
-	if err != nil {
-		delete(db.tips, runID) // re-read the tip next time
-		return nil, err
-	}
-	db.tips[runID] = tip{seq: evs[len(evs)-1].Seq, hash: evs[len(evs)-1].Hash}
-	return evs, nil
+	m := &member{ctx: ctx, runID: runID, after: after, recs: recs, apply: apply}
+	db.group.submit(db, m)
+	return m.evs, m.err
 }
 
-func (db *DB) appendLocked(ctx context.Context, runID string, after int64, recs []Record, apply Applier) ([]Event, error) {
-	tx, err := db.BeginTx(ctx)
-	if err != nil {
-		return nil, err
+// appendMember writes one member's events and projections inside the
+// batch transaction tx. tips holds the tips this batch has already moved
+// (they are in tx, not yet committed); the member's tip is set there on
+// success.
+func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member) ([]Event, error) {
+	ctx := context.WithoutCancel(m.ctx) // a cancelled statement would roll back the whole batch
+	runID := m.runID
+	t, ok := tips[runID]
+	if !ok && m.after < 0 {
+		t, ok = db.tips[runID]
 	}
-	defer func() { _ = tx.Rollback() }()
-	t, ok := db.tips[runID]
 	if !ok {
-		t, err = readTip(ctx, tx.Tx, runID)
-		if err != nil {
+		// Compare-and-append always reads the tip inside the transaction.
+		var err error
+		if t, err = readTip(ctx, tx.Tx, runID); err != nil {
 			return nil, &Error{Op: "append: read tip", Path: db.path, Err: classify(err)}
 		}
 	}
-	if after >= 0 && t.seq != after {
-		return nil, fmt.Errorf("append to run %s after seq %d: %w (last seq is %d)", runID, after, ErrConflict, t.seq)
+	if m.after >= 0 && t.seq != m.after {
+		return nil, fmt.Errorf("append to run %s after seq %d: %w (last seq is %d)", runID, m.after, ErrConflict, t.seq)
 	}
 	now := db.Now().UTC().Format(time.RFC3339Nano)
-	evs := make([]Event, 0, len(recs))
-	for _, r := range recs {
+	evs := make([]Event, 0, len(m.recs))
+	for _, r := range m.recs {
 		payload, err := marshalPayload(r.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("append %s: encode payload: %w", r.Type, err)
@@ -86,22 +86,19 @@ func (db *DB) appendLocked(ctx context.Context, runID string, after int64, recs 
 			}
 		}
 		e := Event{RunID: runID, Seq: t.seq + 1, Stream: r.Stream, Type: r.Type, Payload: payload, CreatedAt: now, PrevHash: t.hash, codec: db.enc, value: typedValue(r.Payload)}
-		e.Hash = ComputeHash(e.PrevHash, e.RunID, e.Seq, e.Stream, e.Type, e.Payload)
+		e.Hash = ChainHash(ChainLatest, e)
 		if _, err := tx.Exec(ctx, insertEvent, e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt, e.PrevHash, e.Hash); err != nil {
 			return nil, &Error{Op: fmt.Sprintf("append %s seq %d", e.Type, e.Seq), Path: db.path, Err: classify(err)}
 		}
 		t = tip{seq: e.Seq, hash: e.Hash}
 		evs = append(evs, e)
 	}
-	if apply != nil {
-		if err := apply(ctx, tx, evs); err != nil {
+	if m.apply != nil {
+		if err := m.apply(ctx, tx, evs); err != nil {
 			return nil, fmt.Errorf("append: project: %w", err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, &Error{Op: "append: commit", Path: db.path, Err: classify(err)}
-	}
-	db.committed()
+	tips[runID] = t
 	return evs, nil
 }
 

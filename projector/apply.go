@@ -81,6 +81,7 @@ type handler func(ctx context.Context, tx *events.Tx, e events.Event) error
 // replay.frames are evidence that inspect reads from the log itself.
 var handlers = map[string]handler{
 	TypeRunCreated:      decoded(applyRunCreated),
+	TypeRunStarted:      decoded(applyRunStarted),
 	TypeRunFinished:     decoded(applyRunFinished),
 	TypeRunResumed:      decoded(applyRunResumed),
 	TypeTaskStarted:     decoded(applyTaskStarted),

@@ -11,8 +11,17 @@ import (
 // apply.go routes to them); each receives the decoded payload.
 
 func applyRunCreated(ctx context.Context, tx *events.Tx, e events.Event, p RunCreated) error {
-	return exec(ctx, tx, `INSERT INTO runs (run_id, workflow, workflow_digest, mode, source_run_id, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)`,
-		e.RunID, p.Workflow, p.Digest, p.Mode, nullable(p.SourceRunID), e.CreatedAt, e.CreatedAt)
+	state := "running"
+	if p.Queued {
+		state = "queued"
+	}
+	return exec(ctx, tx, `INSERT INTO runs (run_id, workflow, workflow_digest, mode, source_run_id, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.RunID, p.Workflow, p.Digest, p.Mode, nullable(p.SourceRunID), state, e.CreatedAt, e.CreatedAt)
+}
+
+// applyRunStarted: a queued run starts now; its duration counts from here.
+func applyRunStarted(ctx context.Context, tx *events.Tx, e events.Event, _ RunStarted) error {
+	return exec(ctx, tx, `UPDATE runs SET state = 'running', started_at = ?, updated_at = ? WHERE run_id = ?`, e.CreatedAt, e.CreatedAt, e.RunID)
 }
 
 func applyRunFinished(ctx context.Context, tx *events.Tx, e events.Event, p RunFinished) error {

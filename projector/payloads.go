@@ -6,6 +6,7 @@ import "encoding/json"
 const (
 	TypeRunCreated      = "run.created"
 	TypeRunFinished     = "run.finished"
+	TypeRunStarted      = "run.started"
 	TypeTaskStarted     = "task.started"
 	TypeTaskFinished    = "task.finished"
 	TypeSessionOpened   = "session.opened"
@@ -35,6 +36,16 @@ type RunCreated struct {
 	SourceRunID string            `json:"sourceRunId,omitempty"`
 	Servers     map[string]string `json:"servers,omitempty"`
 	Command     string            `json:"command,omitempty"`
+	// Queued marks a run recorded by `submit`: nothing runs until a worker
+	// claims it with run.started (seq 2, compare-and-append after seq 1).
+	Queued bool `json:"queued,omitempty"`
+}
+
+// RunStarted is a worker's claim of a queued run: the first event after
+// run.created, appended only if the log still ends at run.created.
+type RunStarted struct {
+	Worker  string `json:"worker"` // host/pid of the claiming process
+	Command string `json:"command,omitempty"`
 }
 
 // RunFinished closes a run with its outcome.
@@ -177,7 +188,7 @@ type CallReconciled struct {
 // chain by the hash of the last one. Where they go in the replay (remote,
 // generation, task, attempt, the replay's effect id) is as in a Frame.
 // Evidence is referenced, not copied, so a replay writes its decisions and
-// not the evidence again (DESIGN §9 as the code has it: docs/DESIGN-CHANGES.md).
+// not the evidence again (docs/ARCHITECTURE.md, "Replay").
 type ReplayFrames struct {
 	Remote      string     `json:"remote"`
 	Generation  int        `json:"generation"`

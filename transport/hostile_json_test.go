@@ -186,7 +186,7 @@ func TestHostile_DuplicateInErrorBody(t *testing.T) {
 	defer x.idle.Stop()
 	w := httptest.NewRecorder()
 	h(w, nil)
-	if d := peekDetail(w.Result()); d != body {
+	if d := peekDetail(w.Result(), s.c.red); d != body {
 		t.Errorf("detail = %q, want the body as text", d)
 	}
 	if err := x.httpError(w.Result()); err != nil {

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -204,7 +205,40 @@ func (c *call) complete(ctx context.Context, res *transport.CallResult) (any, er
 	rec := projector.CallResult{EffectID: c.effectID, JSONRPCID: res.ID, IsError: res.IsError, ResultDigest: digest, Output: output,
 		Structured: len(res.StructuredContent) > 0}
 	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallResult, Payload: rec})
+	if !res.IsError && !cheapToValidate(c.tool, res) {
+		// The response frame and call.result are on disk before a
+		// validation that may cost real work starts: whatever it does
+		// (it is bounded, see transport's schema budget), the evidence of
+		// what the server answered is already kept.
+		if err := rn.append(); err != nil {
+			return nil, err
+		}
+	}
 	return c.conclude(ctx, rec)
+}
+
+// cheapToValidateBytes bounds the results whose validation rides with the
+// outcome's commit instead of following a commit of its own.
+const cheapToValidateBytes = 16 << 10
+
+// cheapToValidate reports whether validating res against the tool's
+// outputSchema is trivially cheap: a small result and a schema with no
+// reference or combinator, whose validation is one walk of the value. Such
+// a validation rides with the outcome's commit (one commit per call); any
+// other starts only after the response frame is committed.
+func cheapToValidate(t transport.Tool, res *transport.CallResult) bool {
+	if len(t.OutputSchema) == 0 {
+		return len(res.StructuredContent) == 0
+	}
+	if len(res.Raw) > cheapToValidateBytes || len(t.OutputSchema) > cheapToValidateBytes {
+		return false
+	}
+	for _, kw := range []string{`"$ref"`, `"$dynamicRef"`, `"allOf"`, `"anyOf"`, `"oneOf"`, `"not"`, `"if"`, `"dependentSchemas"`, `"patternProperties"`, `"unevaluatedProperties"`, `"unevaluatedItems"`, `"contains"`} {
+		if bytes.Contains(t.OutputSchema, []byte(kw)) {
+			return false
+		}
+	}
+	return true
 }
 
 // conclude validates a recorded result and ends the call: isError and an

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentctl/agentctl/transport"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentctl/agentctl/internal/canonjson"
@@ -66,6 +67,11 @@ func (cs *contractSchemas) validateContract(schema map[string]any, output any) e
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return err
+	}
+	if sb, err := json.Marshal(schema); err == nil { // remote output, unbounded validator: bound its work first
+		if err := transport.CheckSchemaBudget("task outputSchema", sb, raw); err != nil {
+			return err
+		}
 	}
 	if err := s.Validate(v); err != nil {
 		return fmt.Errorf("%s", strings.TrimSpace(err.Error()))

@@ -224,6 +224,7 @@ func TestCLI_JSONGolden(t *testing.T) {
 	js("resume.json", 0, "resume", env.Data.RunID)
 	js("runs-list.json", 0, "runs", "list")
 	js("runs-prune.json", 0, "runs", "prune", "--keep", "1", "--dry-run")
+	js("submit.json", 0, "submit", wf)
 
 	out, stderr, code := cli(t, "run", wf, "--db", db, "--output", "jsonl")
 	if code != 0 {

@@ -135,7 +135,7 @@ Wherever a run id is taken, any unique prefix of it will do (with or without "ru
 	root.AddCommand(a.runCmd(), a.inspectCmd(), a.demoCmd(), a.versionCmd())
 	root.AddCommand(a.checkCmd(), a.mcpCmd(), a.schemaCmd())
 	root.AddCommand(a.runsCmd(), a.auditCmd(), a.dbCmd(), a.replayCmd())
-	root.AddCommand(a.resumeCmd(), a.effectsCmd())
+	root.AddCommand(a.resumeCmd(), a.effectsCmd(), a.submitCmd(), a.workerCmd())
 	return root
 }
 

@@ -12,19 +12,19 @@ import (
 	"github.com/agentctl/agentctl/projector"
 )
 
-// runStates are the states a run can be in (runs list --state, runs prune --state).
-var runStates = []string{"queued", "running", "succeeded", "failed", "uncertain", "cancelled"}
+// knownRunStates are the states a run can be in (runs list --state, runs prune --state).
+var knownRunStates = []string{"queued", "running", "succeeded", "failed", "uncertain", "cancelled"}
 
 func checkState(flag, s string) error {
 	if s == "" {
 		return nil
 	}
-	for _, st := range runStates {
+	for _, st := range knownRunStates {
 		if s == st {
 			return nil
 		}
 	}
-	return usageErr("%s %q: want %s", flag, s, strings.Join(runStates, ", "))
+	return usageErr("%s %q: want %s", flag, s, strings.Join(knownRunStates, ", "))
 }
 
 func (a *app) runsCmd() *cobra.Command {
@@ -39,7 +39,10 @@ func (a *app) runsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest first: id, workflow, state, started, duration, calls",
+		Long: `Lists runs from the runs projection, newest first. A run submitted with "agentctl submit" is
+"queued" until a worker claims it; STARTED is then when the worker started it.`,
 		Example: `  agentctl runs list
+  agentctl runs list --state queued
   agentctl runs list --state failed --workflow lookup --since 7d
   agentctl runs list --limit 10 --output json | jq -r '.data[].runId'`,
 		Args: cobra.NoArgs,
@@ -71,7 +74,7 @@ func (a *app) runsCmd() *cobra.Command {
 		},
 	}
 	list.Flags().IntVar(&f.Limit, "limit", 0, "show at most this many runs (0 = all)")
-	list.Flags().StringVar(&f.State, "state", "", "show only runs in this state ("+strings.Join(runStates, ", ")+")")
+	list.Flags().StringVar(&f.State, "state", "", "show only runs in this state ("+strings.Join(knownRunStates, ", ")+")")
 	list.Flags().StringVar(&f.Workflow, "workflow", "", "show only runs of this workflow (metadata.name)")
 	list.Flags().StringVar(&since, "since", "", "show only runs started within this long ago (90m, 24h, 7d)")
 	cmd.AddCommand(list, a.runsPruneCmd())

@@ -1,0 +1,196 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Group commit (the etcd/raft WAL pattern; LevelDB's write group): every
+// Append joins a queue. An appender that finds no commit running leads: it
+// takes what is queued (itself, at least) and commits it as one
+// transaction at once, so a lone appender never waits for company. Appends
+// that arrive while that commit runs wait in the queue; when it is done the
+// leader hands the lead to the first of them, which commits all of them
+// together, and then wakes its own batch. At synchronous=FULL, n appenders
+// that arrive during one fsync share the next one.
+//
+// Inside a batch each member is one SAVEPOINT: a member that fails (a
+// compare-and-append conflict, a projection error, a payload refused) is
+// rolled back alone and gets its own error; the others commit. A member
+// learns its outcome only after the COMMIT: no appender acts on events that
+// are not durable. Per-run order is queue order; each member's events are
+// contiguous and chained to the previous member's of the same run.
+
+// maxBatchMembers bounds one transaction; what is left waits for the next.
+const maxBatchMembers = 256
+
+// member is one Append waiting for, or in, a batch.
+type member struct {
+	ctx   context.Context
+	runID string
+	after int64
+	recs  []Record
+	apply Applier
+	evs   []Event
+	err   error
+	// wake carries one message to a member that queued behind a running
+	// commit: true when evs/err are set, false when it must lead the next
+	// batch. nil for a member that leads at once.
+	wake chan bool
+}
+
+// writeGroup is the queue of appends waiting for a commit.
+type writeGroup struct {
+	mu      sync.Mutex
+	queue   []*member
+	leading bool // a leader is committing; while false, queue is empty
+	commits atomic.Int64
+	appends atomic.Int64
+	// queued, when set (tests), is called under mu as each member joins:
+	// lead says whether it leads at once.
+	queued func(lead bool)
+}
+
+// CommitStats counts the append path's work since Open.
+type CommitStats struct {
+	// Commits is the number of append transactions committed.
+	Commits int64
+	// Appends is the number of Append/AppendAfter calls they committed.
+	Appends int64
+}
+
+// CommitStats reports how many appends were committed in how many
+// commits: with concurrent appenders, Commits < Appends is group commit at
+// work.
+func (db *DB) CommitStats() CommitStats {
+	return CommitStats{Commits: db.group.commits.Load(), Appends: db.group.appends.Load()}
+}
+
+// submit queues m and returns when m's batch has committed or failed.
+func (g *writeGroup) submit(db *DB, m *member) {
+	g.mu.Lock()
+	if g.leading {
+		m.wake = make(chan bool, 1)
+		g.queue = append(g.queue, m)
+		if g.queued != nil {
+			g.queued(false)
+		}
+		g.mu.Unlock()
+		if done := <-m.wake; done {
+			return
+		}
+		g.mu.Lock() // we lead: m is queue[0]
+	} else {
+		g.queue = append(g.queue, m)
+		g.leading = true
+		if g.queued != nil {
+			g.queued(true)
+		}
+	}
+	batch := g.queue
+	if len(batch) > maxBatchMembers {
+		batch, g.queue = batch[:maxBatchMembers], batch[maxBatchMembers:]
+	} else {
+		g.queue = nil
+	}
+	g.mu.Unlock()
+
+	db.commitBatch(batch)
+
+	g.mu.Lock()
+	if len(g.queue) > 0 {
+		g.queue[0].wake <- false // the next batch starts before this one's members wake
+	} else {
+		g.leading = false
+	}
+	g.mu.Unlock()
+	for _, o := range batch {
+		if o != m {
+			o.wake <- true
+		}
+	}
+}
+
+// commitBatch writes batch in one transaction and sets every member's
+// outcome.
+func (db *DB) commitBatch(batch []*member) {
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	live := make([]*member, 0, len(batch))
+	for _, m := range batch {
+		if err := m.ctx.Err(); err != nil {
+			m.err = &Error{Op: "begin", Path: db.path, Err: err}
+			continue
+		}
+		live = append(live, m)
+	}
+	if len(live) == 0 {
+		return
+	}
+	fail := func(err error) {
+		for _, m := range live {
+			if m.err == nil {
+				m.evs, m.err = nil, err
+			}
+			delete(db.tips, m.runID) // re-read the tip next time
+		}
+	}
+	ctx := context.Background() // one member's cancellation must not abort the others'
+	tx, err := db.BeginTx(ctx)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer func() { _ = tx.Rollback() }()
+	tips := map[string]tip{} // tips moved in this transaction
+	failed := map[string]bool{}
+	ok := 0
+	if len(live) == 1 {
+		m := live[0]
+		if m.evs, m.err = db.appendMember(tx, tips, m); m.err != nil {
+			delete(db.tips, m.runID)
+			return
+		}
+		ok = 1
+	} else {
+		for _, m := range live {
+			if _, err := tx.Exec(ctx, "SAVEPOINT append_member"); err != nil {
+				fail(&Error{Op: "append: savepoint", Path: db.path, Err: classify(err)})
+				return
+			}
+			m.evs, m.err = db.appendMember(tx, tips, m)
+			end := "RELEASE append_member"
+			if m.err != nil {
+				failed[m.runID] = true
+				end = "ROLLBACK TO append_member; RELEASE append_member"
+			} else {
+				ok++
+			}
+			if _, err := tx.ExecContext(ctx, end); err != nil {
+				fail(&Error{Op: "append: end savepoint", Path: db.path, Err: fmt.Errorf("%w (after: %v)", classify(err), m.err)})
+				return
+			}
+		}
+	}
+	if ok == 0 {
+		for _, m := range live {
+			delete(db.tips, m.runID)
+		}
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		fail(&Error{Op: "append: commit", Path: db.path, Err: classify(err)})
+		return
+	}
+	db.group.commits.Add(1)
+	db.group.appends.Add(int64(ok))
+	db.committed()
+	for run, t := range tips {
+		db.tips[run] = t
+	}
+	for run := range failed {
+		delete(db.tips, run) // re-read the tip next time
+	}
+}
