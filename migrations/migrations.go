@@ -34,7 +34,7 @@ const (
 )
 
 // Latest is the schema version a fresh SQLite database ends at.
-const Latest = 14
+const Latest = 15
 
 // LatestPostgres is the schema version a migrated PostgreSQL database ends at.
 const LatestPostgres = 1

@@ -35,14 +35,11 @@ were written incrementally while the run was recorded.`,
 			return a.withExistingDB(ctx, func(db *events.DB) (err error) {
 				var ids []string
 				if len(args) == 1 {
-					ok, err := db.RunExists(ctx, args[0])
+					id, err := projector.ResolveRun(ctx, db, args[0])
 					if err != nil {
 						return err
 					}
-					if !ok {
-						return usageErr("unknown run %q", args[0])
-					}
-					ids = args
+					ids = []string{id}
 				} else if ids, err = projector.RunIDs(ctx, db); err != nil {
 					return err
 				}
