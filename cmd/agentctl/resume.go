@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -35,11 +36,15 @@ source and inputs recorded in the run: editing the workflow file in between is n
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
-				res, err := a.runner(db).ResumeWith(cmd.Context(), args[0], workflow.ResumeOptions{RetryFailed: retryFailed})
+				id, err := projector.ResolveRun(cmd.Context(), db, args[0])
 				if err != nil {
 					return err
 				}
-				return a.printResult(res)
+				res, err := a.runner(db).ResumeWith(cmd.Context(), id, workflow.ResumeOptions{RetryFailed: retryFailed})
+				if err != nil {
+					return err
+				}
+				return a.printResult(cmd.Context(), db, res)
 			})
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -90,7 +91,7 @@ func (a *app) execRun(ctx context.Context, wf *spec.Workflow, inputs map[string]
 		if err != nil {
 			return err
 		}
-		return a.printResult(res)
+		return a.printResult(ctx, db, res)
 	})
 }
 
@@ -114,7 +115,7 @@ func (a *app) runner(db *events.DB) *workflow.Runner {
 			if closed {
 				return
 			}
-			if err := a.printJSON(a.stdout, "Event", true, e); err != nil {
+			if err := a.printEvent(e); err != nil {
 				// The reader went away (EPIPE: `| head`): stop the run as
 				// Ctrl-C would; its end is recorded and it can be resumed.
 				closed = true
@@ -144,20 +145,35 @@ var testHooks struct {
 	dbOptions func(*events.Options)
 }
 
-// runResult is the data of a RunResult envelope.
+// runResult is the data of a RunResult envelope: how the run ended, the
+// class of its error (errorClass; null when it succeeded) and the state of
+// every task attempt.
 type runResult struct {
-	RunID    string         `json:"runId"`
-	State    string         `json:"state"`
-	ExitCode int            `json:"exitCode"`
-	Outputs  map[string]any `json:"outputs"`
-	Error    *string        `json:"error"`
+	RunID      string               `json:"runId"`
+	State      string               `json:"state"`
+	ExitCode   int                  `json:"exitCode"`
+	Outputs    map[string]any       `json:"outputs"`
+	Error      *string              `json:"error"`
+	ErrorClass *string              `json:"errorClass"`
+	Tasks      []projector.TaskView `json:"tasks"`
 }
 
-func (a *app) printResult(res *workflow.Result) error {
-	data := runResult{RunID: res.RunID, State: res.State, ExitCode: res.ExitCode, Outputs: res.Outputs}
+// printResult prints how a run ended; db is the database it was recorded
+// in, read for the tasks' states.
+func (a *app) printResult(ctx context.Context, db *events.DB, res *workflow.Result) error {
+	data := runResult{RunID: res.RunID, State: res.State, ExitCode: res.ExitCode, Outputs: res.Outputs, Tasks: []projector.TaskView{}}
 	if res.Err != nil {
-		msg := res.Err.Error()
-		data.Error = &msg
+		msg, class := res.Err.Error(), errorClass(res.Err, res.ExitCode)
+		data.Error, data.ErrorClass = &msg, &class
+	}
+	if a.output != "human" {
+		// The run is over and recorded: a cancelled command (Ctrl-C, a
+		// closed stdout) still reports it.
+		tasks, err := projector.Tasks(context.WithoutCancel(ctx), db, res.RunID)
+		if err != nil {
+			return err
+		}
+		data.Tasks = tasks
 	}
 	if a.output == "human" {
 		keys := make([]string, 0, len(res.Outputs))
