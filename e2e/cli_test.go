@@ -163,9 +163,8 @@ func TestCLI_TSEverything(t *testing.T) {
 			t.Errorf("call should end dispatched->uncertain:\n%s", numbered(log))
 		}
 		assertCancelledNotice(t, db, runID)
-		// Known bug (reported): workflow/run_call.go (*call).exitCode maps
-		// every uncertain call to exit 3, even when the user's cancel made it
-		// uncertain; a cancelled run must exit 130 and finish "cancelled".
+		// The user's cancel made the call uncertain: the run still exits 130
+		// and finishes "cancelled" ((*call).exitCode checks the cancel first).
 		if code != workflow.ExitCancelled {
 			t.Errorf("exit %d, want %d (cancelled); run %s", code, workflow.ExitCancelled, runID)
 		}

@@ -68,34 +68,15 @@ type step struct {
 // workflowYAML is a workflow calling url (loopback only) with steps in
 // order; each task's output is a workflow output named after the task.
 func workflowYAML(url string, steps ...step) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: e2e}
-spec:
-  policy:
-    networkAllowlist: [127.0.0.1]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    peer: {url: %q, timeoutSeconds: 30}
-  actions:
-`, url)
-	for _, s := range steps {
-		fmt.Fprintf(&b, "    act_%s: {kind: mcp.call, idempotency: %s}\n", s.id, s.idem)
-	}
-	b.WriteString("  tasks:\n")
-	for _, s := range steps {
+	tasks := make([]testkit.Task, len(steps))
+	for i, s := range steps {
 		args := s.args
 		if args == "" {
 			args = "{}"
 		}
-		fmt.Fprintf(&b, "    - id: %s\n      uses: action:act_%s\n      with: {server: peer, tool: %s, arguments: %s}\n", s.id, s.id, s.tool, args)
+		tasks[i] = testkit.Task{ID: s.id, Idempotency: s.idem, Tool: s.tool, Arguments: args}
 	}
-	b.WriteString("  outputs:\n")
-	for _, s := range steps {
-		fmt.Fprintf(&b, "    %s: \"${{ tasks.%s.output }}\"\n", s.id, s.id)
-	}
-	return b.String()
+	return testkit.Workflow{Name: "e2e", Server: "peer", URL: url, Tasks: tasks, Outputs: testkit.TaskOutputs(tasks)}.YAML()
 }
 
 // runWorkflow parses src and runs it with workflow.Runner against a fresh

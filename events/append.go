@@ -86,7 +86,7 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member) ([]Event, err
 			}
 		}
 		e := Event{RunID: runID, Seq: t.seq + 1, Stream: r.Stream, Type: r.Type, Payload: payload, CreatedAt: now, PrevHash: t.hash, codec: db.enc, value: typedValue(r.Payload)}
-		e.Hash = ComputeHash(e.PrevHash, e.RunID, e.Seq, e.Stream, e.Type, e.Payload)
+		e.Hash = ChainHash(ChainLatest, e)
 		if _, err := tx.Exec(ctx, insertEvent, e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt, e.PrevHash, e.Hash); err != nil {
 			return nil, &Error{Op: fmt.Sprintf("append %s seq %d", e.Type, e.Seq), Path: db.path, Err: classify(err)}
 		}

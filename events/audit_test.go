@@ -34,7 +34,8 @@ func TestAudit_ExportThenVerify(t *testing.T) {
 	if len(lines) != 6 {
 		t.Fatalf("export has %d lines, want 6:\n%s", len(lines), out)
 	}
-	if !strings.HasPrefix(lines[0], `{"format":"agentctl.audit/v1","runId":"run-a","workflowDigest":"sha256:abc","eventCount":5,"finalHash":"`) {
+	if !strings.HasPrefix(lines[0], `{"format":"agentctl.audit/v2","runId":"run-a","workflowDigest":"sha256:abc","eventCount":5,"finalHash":"v2:`) ||
+		!strings.HasSuffix(lines[0], `","chain":"v2"}`) {
 		t.Fatalf("header = %s", lines[0])
 	}
 	if !strings.HasPrefix(lines[1], `{"run_id":"run-a","seq":1,"stream":"run","type":"run.created","created_at":"`) {

@@ -8,11 +8,27 @@ import (
 
 // canonical is the JSON array [runID, seq, stream, type, payload] exactly as
 // encoding/json (SetEscapeHTML(false), no trailing newline) writes it: the
-// chain hashes these bytes, so they may never change. It is written by hand
-// because it runs for every event appended and every event verified;
-// TestCanonicalMatchesEncodingJSON holds it to the reference encoder.
+// version-1 chain hashes these bytes, so they may never change. It is
+// written by hand because it runs for every event appended and every event
+// verified; TestCanonicalMatchesEncodingJSON holds it to the reference
+// encoder.
 func canonical(runID string, seq int64, stream, typ, payload string) []byte {
-	b := make([]byte, 0, len(runID)+len(stream)+len(typ)+len(payload)+len(payload)/8+48)
+	return append(canonicalPrefix(runID, seq, stream, typ, payload, 0), ']')
+}
+
+// canonicalV2 is the array [runID, seq, stream, type, payload, createdAt],
+// encoded the same way: what the version-2 chain hashes.
+func canonicalV2(runID string, seq int64, stream, typ, payload, createdAt string) []byte {
+	b := canonicalPrefix(runID, seq, stream, typ, payload, len(createdAt)+8)
+	b = append(b, ',')
+	b = canonjson.AppendString(b, createdAt)
+	return append(b, ']')
+}
+
+// canonicalPrefix is the array up to the payload, unclosed; extra is room
+// for what the caller appends.
+func canonicalPrefix(runID string, seq int64, stream, typ, payload string, extra int) []byte {
+	b := make([]byte, 0, len(runID)+len(stream)+len(typ)+len(payload)+len(payload)/8+48+extra)
 	b = append(b, '[')
 	b = canonjson.AppendString(b, runID)
 	b = append(b, ',')
@@ -22,6 +38,5 @@ func canonical(runID string, seq int64, stream, typ, payload string) []byte {
 	b = append(b, ',')
 	b = canonjson.AppendString(b, typ)
 	b = append(b, ',')
-	b = canonjson.AppendString(b, payload)
-	return append(b, ']')
+	return canonjson.AppendString(b, payload)
 }

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -53,5 +54,34 @@ func BenchmarkCanonical(b *testing.B) {
 	payload := `{"dir":"in","kind":"notification","method":"notifications/progress","remote":"local","generation":1,"taskId":"only","attempt":1,"body":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1,"progressToken":"0123456789abcdef","total":10000}}}`
 	for i := 0; i < b.N; i++ {
 		_ = canonical("run-0190e5c4-1b7e-7cc3-8b9a-3c5d5f6e7a8b", int64(i), "call/0123456789abcdef", "mcp.notification", payload)
+	}
+}
+
+// TestCanonicalV2MatchesEncodingJSON: the v2 array is encoding/json's
+// [runID, seq, stream, type, payload, createdAt].
+func TestCanonicalV2MatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", "\u2028<&>\"\\\x00", "2026-12-03T13:28:10.123456789Z", "héllo 😀"} {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode([]any{"run-" + s, int64(7), "call/" + s, "t" + s, s, s + "Z"})
+		if got, want := canonicalV2("run-"+s, 7, "call/"+s, "t"+s, s, s+"Z"), bytes.TrimSuffix(buf.Bytes(), []byte("\n")); !bytes.Equal(got, want) {
+			t.Fatalf("canonicalV2(%q):\n got %s\nwant %s", s, got, want)
+		}
+	}
+}
+
+// BenchmarkChainHash: the cost of covering created_at (v2) against v1, per
+// event appended or verified.
+func BenchmarkChainHash(b *testing.B) {
+	e := Event{RunID: "run-0190e5c4-1b7e-7cc3-8b9a-3c5d5f6e7a8b", Seq: 42, Stream: "call/0123456789abcdef", Type: "mcp.notification",
+		Payload:   `{"dir":"in","kind":"notification","method":"notifications/progress","remote":"local","generation":1,"taskId":"only","attempt":1,"body":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1,"progressToken":"0123456789abcdef","total":10000}}}`,
+		CreatedAt: "2026-12-03T13:28:10.123456789Z", PrevHash: "v2:" + strings.Repeat("ab", 32)}
+	for _, v := range []int{ChainV1, ChainV2} {
+		b.Run(fmt.Sprintf("v%d", v), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				_ = ChainHash(v, e)
+			}
+		})
 	}
 }

@@ -20,7 +20,8 @@ import (
 // Payload encryption (DESIGN §4).
 //
 // With encryption enabled, the payload of every protocol event (types
-// "mcp.*", "call.*" and "session.*") is stored as an envelope
+// "mcp.*", "call.*" and "session.*") and of every result (task.finished,
+// run.finished; protectedType) is stored as an envelope
 //
 //	{"v":1,"alg":"AES-256-GCM","keyId":"dek-…","nonce":"…","ciphertext":"…"}
 //
@@ -119,8 +120,27 @@ type codec struct {
 	keyErr  error       // why aead is nil
 }
 
+// protectedType lists the sealed event types: every payload that carries
+// remote data or workflow outputs. Protocol events ("mcp.*" frames,
+// "call.*" with results and errors, "session.*" with server info and
+// catalogs) and the results they feed: "task.finished" (a task's output and
+// error) and "run.finished" (the workflow outputs and error). run.created,
+// task.started, run.resumed and replay.frames stay clear: they hold the
+// workflow as written, names and references, and `audit verify` reads the
+// workflow digest from run.created without a key.
 func protectedType(typ string) bool {
-	return strings.HasPrefix(typ, "mcp.") || strings.HasPrefix(typ, "call.") || strings.HasPrefix(typ, "session.")
+	return strings.HasPrefix(typ, "mcp.") || strings.HasPrefix(typ, "call.") || strings.HasPrefix(typ, "session.") || resultType(typ)
+}
+
+// resultType: types sealed since chain v2 (issue 13 item 8). Events of
+// these types hashed with chain v1 were written by a binary that stored
+// them in clear, and are read as written.
+func resultType(typ string) bool { return typ == "task.finished" || typ == "run.finished" }
+
+// clearByDesign reports a plaintext payload that was legitimately written
+// in clear.
+func (c *codec) clearByDesign(e Event) bool {
+	return c == nil || !c.enabled || !protectedType(e.Type) || c.legacy[e.RunID] || (resultType(e.Type) && ChainVersion(e.Hash) == ChainV1)
 }
 
 func newAEAD(key []byte) (cipher.AEAD, error) {
@@ -156,7 +176,7 @@ func (c *codec) seal(runID, payload string) (string, error) {
 func (c *codec) open(e Event) (string, error) {
 	isEnv := strings.HasPrefix(e.Payload, envelopePrefix)
 	switch {
-	case !isEnv && (c == nil || !c.enabled || !protectedType(e.Type) || c.legacy[e.RunID]):
+	case !isEnv && c.clearByDesign(e):
 		return e.Payload, nil
 	case !isEnv:
 		return "", fmt.Errorf("%w: plaintext %s payload in run %s of an encrypted database", ErrMixedPayload, e.Type, e.RunID)

@@ -122,13 +122,12 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	var err error
 	x := sqlx.NewDb(sql.OpenDB(hookConnector{dsn: dsn, d: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
 		if !opts.ReadOnly {
-			if _, err := c.Exec(fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", autoCheckpointPages), nil); err != nil {
+			if err := connExec(c, fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", autoCheckpointPages)); err != nil {
 				return err
 			}
 		}
 		if opts.MaxPageCount > 0 {
-			_, err := c.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", opts.MaxPageCount), nil)
-			return err
+			return connExec(c, fmt.Sprintf("PRAGMA max_page_count = %d", opts.MaxPageCount))
 		}
 		return nil
 	}}}), "sqlite3")
@@ -219,12 +218,8 @@ func (db *DB) SQL() *sqlx.DB { return db.x }
 
 // classify turns SQLite's busy/locked codes into ErrBusy, by code, not text.
 func classify(err error) error {
-	var se sqlite3.Error
-	if errors.As(err, &se) {
-		switch se.Code {
-		case sqlite3.ErrBusy, sqlite3.ErrLocked:
-			return fmt.Errorf("%w: %v", ErrBusy, err)
-		}
+	if isBusy(err) {
+		return fmt.Errorf("%w: %v", ErrBusy, err)
 	}
 	return err
 }

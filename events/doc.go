@@ -7,8 +7,11 @@
 //     or older file and refuses a newer one untouched.
 //  2. Append every protocol step with [DB.Append] BEFORE acting on it (the
 //     request frame before its bytes are sent, each received frame before
-//     the next one is read). One Append is one transaction: the events of one
-//     step and the projection updates they cause commit together.
+//     the next one is read). One Append commits or fails as a whole: the
+//     events of one step and the projection updates they cause commit
+//     together. Appends made concurrently (tasks, the runs of a worker)
+//     share commits (group commit); each returns only once its own events
+//     are durable. [DB.CommitStats] counts both.
 //  3. Read a run back with [DB.Events] or [DB.Scan]; check it with [Verify].
 //
 // Rows are never updated or deleted: triggers in the schema abort any

@@ -2,8 +2,6 @@ package events
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -63,71 +61,6 @@ func (e Event) Plaintext() (string, error) {
 		return "", &Error{Op: fmt.Sprintf("decode %s payload at seq %d of run %s", e.Type, e.Seq, e.RunID), Err: err}
 	}
 	return payload, nil
-}
-
-// ComputeHash returns the chain hash of an event: sha256(prev_hash ||
-// canonical(run_id, seq, stream, type, payload)) in hex. The payload is taken
-// as stored, so the chain verifies without any decryption key.
-func ComputeHash(prevHash, runID string, seq int64, stream, typ, payload string) string {
-	h := sha256.New()
-	h.Write([]byte(prevHash))
-	h.Write(canonical(runID, seq, stream, typ, payload))
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// ChainError names the first event whose hash or sequence does not verify.
-type ChainError struct {
-	RunID  string
-	Seq    int64
-	Reason string
-}
-
-func (e *ChainError) Error() string {
-	return fmt.Sprintf("events: chain broken in run %s at seq %d: %s", e.RunID, e.Seq, e.Reason)
-}
-
-// Verifier checks a run's events one by one, in order.
-type Verifier struct {
-	RunID string
-	last  int64
-	prev  string
-}
-
-// Next checks one event; it returns a *ChainError at the first bad one.
-func (v *Verifier) Next(e Event) error {
-	if v.RunID == "" {
-		v.RunID = e.RunID
-	}
-	switch {
-	case e.RunID != v.RunID:
-		return &ChainError{RunID: v.RunID, Seq: e.Seq, Reason: fmt.Sprintf("event of run %q in run %q", e.RunID, v.RunID)}
-	case e.Seq != v.last+1:
-		return &ChainError{RunID: v.RunID, Seq: v.last + 1, Reason: fmt.Sprintf("expected seq %d, found %d", v.last+1, e.Seq)}
-	case e.PrevHash != v.prev:
-		return &ChainError{RunID: v.RunID, Seq: e.Seq, Reason: "prev_hash does not match the previous event's hash"}
-	}
-	if want := ComputeHash(e.PrevHash, e.RunID, e.Seq, e.Stream, e.Type, e.Payload); want != e.Hash {
-		return &ChainError{RunID: v.RunID, Seq: e.Seq, Reason: "hash does not match the event's content"}
-	}
-	v.last, v.prev = e.Seq, e.Hash
-	return nil
-}
-
-// Count is how many events verified so far; Tip is the last hash.
-func (v *Verifier) Count() int64 { return v.last }
-
-// Tip returns the hash of the last verified event.
-func (v *Verifier) Tip() string { return v.prev }
-
-// Verify checks a whole run's events.
-func Verify(evs []Event) error {
-	var v Verifier
-	for _, e := range evs {
-		if err := v.Next(e); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // PayloadAppender is a payload type that writes its own JSON, the bytes

@@ -45,8 +45,8 @@ func TestOpen_FreshDatabaseIsAtLatest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v != 13 || migrations.Latest != 13 {
-		t.Fatalf("version = %d (Latest %d), want 13", v, migrations.Latest)
+	if v != 14 || migrations.Latest != 14 {
+		t.Fatalf("version = %d (Latest %d), want 14", v, migrations.Latest)
 	}
 	for _, table := range []string{"events", "protocol_sessions", "protocol_calls", "runs", "tasks"} {
 		var n int
@@ -66,7 +66,8 @@ func TestOpen_RefusesNewerSchemaUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := raw.Exec("CREATE TABLE x(a); PRAGMA user_version = 14"); err != nil {
+	newer := migrations.Latest + 1
+	if _, err := raw.Exec(fmt.Sprintf("CREATE TABLE x(a); PRAGMA user_version = %d", newer)); err != nil {
 		t.Fatal(err)
 	}
 	raw.Close()
@@ -79,7 +80,7 @@ func TestOpen_RefusesNewerSchemaUntouched(t *testing.T) {
 	if !errors.As(err, &se) {
 		t.Fatalf("err %T is not *events.Error", err)
 	}
-	if !strings.Contains(err.Error(), "14") || !strings.Contains(err.Error(), "13") {
+	if !strings.Contains(err.Error(), fmt.Sprint(newer)) || !strings.Contains(err.Error(), fmt.Sprint(migrations.Latest)) {
 		t.Errorf("error should name both versions: %v", err)
 	}
 	after, _ := os.ReadFile(path)

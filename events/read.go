@@ -35,13 +35,14 @@ func (db *DB) ScanRange(ctx context.Context, runID string, from, to int64, fn fu
 }
 
 // ScanPayloads is Scan for readers of payloads (replay's index of a run,
-// inspect): each Event has RunID, Seq, Stream, Type, Payload and CreatedAt,
-// and no PrevHash or Hash, which it does not read.
+// inspect): each Event has RunID, Seq, Stream, Type, Payload, CreatedAt and
+// Hash (its chain version tells the codec whether a result was written in
+// clear), and no PrevHash, which it does not read.
 func (db *DB) ScanPayloads(ctx context.Context, runID string, fn func(Event) error) error {
-	return db.scan(ctx, `SELECT seq, stream, type, payload, created_at FROM events WHERE run_id = ? ORDER BY seq`,
+	return db.scan(ctx, `SELECT seq, stream, type, payload, created_at, hash FROM events WHERE run_id = ? ORDER BY seq`,
 		[]any{runID}, func(e *Event) []any {
 			e.RunID = runID
-			return []any{&e.Seq, &e.Stream, &e.Type, &e.Payload, &e.CreatedAt}
+			return []any{&e.Seq, &e.Stream, &e.Type, &e.Payload, &e.CreatedAt, &e.Hash}
 		}, fn)
 }
 
@@ -84,18 +85,6 @@ func (db *DB) RunExists(ctx context.Context, runID string) (bool, error) {
 		return false, &Error{Op: "read events", Path: db.path, Err: classify(err)}
 	}
 	return n > 0, nil
-}
-
-// VerifyRun recomputes a stored run's chain.
-func (db *DB) VerifyRun(ctx context.Context, runID string) (int64, error) {
-	v := Verifier{RunID: runID}
-	if err := db.Scan(ctx, runID, 0, v.Next); err != nil {
-		return v.Count(), err
-	}
-	if v.Count() == 0 {
-		return 0, fmt.Errorf("%w: %s", ErrNoRun, runID)
-	}
-	return v.Count(), nil
 }
 
 // Bind lets an event read outside this package (a projection rebuild that

@@ -7,14 +7,18 @@ import (
 	"io"
 	"os"
 	"sync"
-	"syscall"
 )
 
 // ErrRunBusy reports that another process is appending to a run.
 var ErrRunBusy = errors.New("events: run is being written by another process")
 
-// runLocks are this process's run locks over one database: a byte-range
-// lock (fcntl) per run in the file <db>-runlock. The kernel drops a
+// errLockHeld is what the per-OS lockByte returns when another process
+// holds the byte (fcntl EAGAIN/EACCES, LockFileEx ERROR_LOCK_VIOLATION).
+var errLockHeld = errors.New("byte range locked")
+
+// runLocks are this process's run locks over one database: a one-byte
+// kernel lock per run in the file <db>-runlock (fcntl on Unix, LockFileEx
+// on Windows; runlock_unix.go, runlock_windows.go). The kernel drops a
 // process's locks when it exits, so a killed run never leaves one behind.
 type runLocks struct {
 	mu   sync.Mutex
@@ -41,9 +45,9 @@ func (db *DB) LockRun(runID string) (unlock func(), err error) {
 		}
 		l.file, l.held = f, map[string]bool{}
 	}
-	lk := runLockRange(runID, syscall.F_WRLCK)
-	if err := syscall.FcntlFlock(l.file.Fd(), syscall.F_SETLK, &lk); err != nil {
-		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
+	off := runLockOffset(runID)
+	if err := lockByte(l.file, off); err != nil {
+		if errors.Is(err, errLockHeld) {
 			return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
 		}
 		return nil, &Error{Op: "lock run " + runID, Path: db.path + "-runlock", Err: err}
@@ -55,17 +59,16 @@ func (db *DB) LockRun(runID string) (unlock func(), err error) {
 		if !l.held[runID] || l.file == nil {
 			return
 		}
-		un := runLockRange(runID, syscall.F_UNLCK)
-		_ = syscall.FcntlFlock(l.file.Fd(), syscall.F_SETLK, &un)
+		_ = unlockByte(l.file, off)
 		delete(l.held, runID)
 	}, nil
 }
 
-// runLockRange is the one byte of the lock file that stands for runID.
-func runLockRange(runID string, typ int16) syscall.Flock_t {
+// runLockOffset is the one byte of the lock file that stands for runID.
+func runLockOffset(runID string) int64 {
 	h := fnv.New64a()
 	_, _ = io.WriteString(h, runID)
-	return syscall.Flock_t{Type: typ, Whence: io.SeekStart, Start: int64(h.Sum64() >> 2), Len: 1}
+	return int64(h.Sum64() >> 2)
 }
 
 func (l *runLocks) close() {

@@ -3,6 +3,8 @@ package events_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -51,6 +53,19 @@ func FuzzVerifyStream(f *testing.F) {
 	f.Add([]byte(strings.ReplaceAll(good, "\n", "\r\n")))
 	f.Add([]byte(strings.TrimSuffix(good, "\n")))
 	f.Add([]byte(strings.SplitAfter(good, "\n")[0]))
+	// The forgeries of issue 13 item 6: a case-variant duplicate member, a
+	// zeroed workflowDigest, a signed export.
+	f.Add([]byte(strings.Replace(good, `"payload":`, `"payload":"{}","PAYLOAD":`, 1)))
+	f.Add([]byte(strings.Replace(good, `"workflowDigest":"sha256:abc"`, `"workflowDigest":"sha256:000"`, 1)))
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		f.Fatal(err)
+	}
+	buf.Reset()
+	if _, err := db.ExportWith(ctx, &buf, "run-fuzz", events.ExportOptions{SignKey: key}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n, h, err := events.VerifyStream(bytes.NewReader(data))
@@ -66,7 +81,7 @@ func FuzzVerifyStream(f *testing.F) {
 				t.Fatalf("error at seq %d without a header", ce.Seq)
 			}
 		} else {
-			if h == nil || h.Format != events.AuditFormat {
+			if h == nil || (h.Format != events.AuditFormat && h.Format != events.AuditFormatV1) {
 				t.Fatalf("verified without a valid header: %+v", h)
 			}
 			if n != h.EventCount {

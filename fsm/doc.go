@@ -26,7 +26,10 @@
 //     trigger and go to step 2: [Succeed], [FailDefinitive],
 //     [FailAmbiguous] or [FailPossiblyExecuted] after a send; after a
 //     reconnect, [Reconnected], [SchemaChanged], [ToolMissing] or
-//     [ReconnectFailed]; [Cancel] at any time on user cancel.
+//     [ReconnectFailed]; [Cancel] at any time on user cancel. A
+//     task-augmented tools/call answered with a CreateTaskResult is
+//     [TaskAccepted]; its taskId (and the sealed session id needed to reach
+//     it) is persisted in the same commit as that transition.
 //
 // The decisions of step 4:
 //
@@ -37,12 +40,27 @@
 //     (keyed calls keep their idempotency key).
 //   - [DecideNone]: send nothing; the call is over, or a request is already
 //     in flight.
+//   - [DecidePoll]: ask tasks/get about the recorded task after its
+//     pollInterval; fire [TaskWorking] on the first "working" (later
+//     identical statuses are folded evidence, not triggers),
+//     [TaskInputRequired], [TaskCancelled], or, once "completed" or
+//     "failed", fetch tasks/result and fire [Succeed] or [FailDefinitive]
+//     (validated exactly like a tools/call result). A timeout, a lost stream,
+//     a 5xx or a malformed answer is [FailAmbiguous]: poll again. An unknown
+//     or expired task (-32602) or a 404 for its session is [TaskLost].
+//   - [DecideCancelTask]: send tasks/cancel (best effort, recorded); fire
+//     [TaskCancelled] if the server confirms, [Succeed] or [FailDefinitive]
+//     if it had finished first (from cancelling), else
+//     [FailPossiblyExecuted].
 //
 // Resuming an interrupted SSE stream (GET + Last-Event-ID) is not a resend
 // and is not a trigger: it is transport business, legal for every class.
 //
 // After a restart, [Rebuild] replays the persisted transitions and yields the
-// same Call, including Redispatches, so the redispatch budget survives.
+// same Call, including Redispatches, so the redispatch budget survives. A
+// call found accepted or polling gets [FailAmbiguous] ("interrupted") and is
+// polled again on its recorded session, whatever its class; a call found
+// input_required or cancelling sends tasks/cancel again.
 //
 // # Rules
 //
@@ -70,6 +88,19 @@
 //     ambiguously and may have run, so only an operator can say.
 //   - Uncertain is terminal for the run loop; only an operator's
 //     [ReconcileApplied] or [ReconcileNotApplied] leaves it.
+//
+// MCP tasks (2025-11-25): once the CreateTaskResult is on disk (accepted),
+// the only ambiguous window of a call is closed. A failed, timed-out or
+// interrupted poll polls the same task again (polling, reason "repoll"): not
+// a resend, legal for every class. A task the server no longer knows may
+// have run, so [TaskLost] follows the redispatch rule of dispatched, with
+// reason "task_lost" when it ends uncertain. A task that wants input
+// (input_required) ends uncertain ("input_required") after tasks/cancel,
+// since agentctl offers no elicitation. A user cancel while a task runs goes
+// to cancelling, and only the server's confirmation makes it cancelled; a
+// task the server cancelled on its own is failed ("task_cancelled_by_server").
+// A JSON-RPC error -32042 on the tools/call is [URLElicitationRequired]:
+// uncertain ("url_elicitation_required"), since a person must act first.
 //
 // Illegal triggers return an error wrapping [ErrIllegalTransition] naming the
 // state and trigger (and any unmet guard); Fire never panics.

@@ -46,3 +46,32 @@ func ExampleFire_atMostOnce() {
 	// Output:
 	// dispatched -fail_ambiguous-> uncertain (not_redispatchable:at_most_once: session expired (404)) => none
 }
+
+// An at_most_once call runs as an MCP task. The process is killed while it
+// polls; after the restart the log says to poll the same task, never to send
+// the call again, and the task completes.
+func ExampleRebuild_task() {
+	c := fsm.New(fsm.AtMostOnce)
+	var log []fsm.Transition
+	for _, t := range []fsm.Trigger{fsm.Dispatch, fsm.TaskAccepted, fsm.TaskWorking} {
+		var tr fsm.Transition
+		c, tr, _, _ = fsm.Fire(c, t, "")
+		log = append(log, tr) // persisted as call.transition
+	}
+	// kill -9, then resume:
+	c, _ = fsm.Rebuild(fsm.AtMostOnce, log)
+	for _, step := range []struct {
+		t      fsm.Trigger
+		reason string
+	}{
+		{fsm.FailAmbiguous, "interrupted"},
+		{fsm.Succeed, "tasks/result validated"},
+	} {
+		next, tr, d, _ := fsm.Fire(c, step.t, step.reason)
+		fmt.Printf("%v => %s\n", tr, d)
+		c = next
+	}
+	// Output:
+	// polling -fail_ambiguous-> polling (repoll: interrupted) => poll
+	// polling -succeed-> succeeded (tasks/result validated) => none
+}

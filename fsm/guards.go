@@ -61,6 +61,10 @@ func decide(to State) Decision {
 		return DecideReconnect
 	case Redispatched:
 		return DecideResend
+	case Accepted, Polling:
+		return DecidePoll
+	case InputRequired, Cancelling:
+		return DecideCancelTask
 	}
 	return DecideNone
 }
@@ -68,6 +72,9 @@ func decide(to State) Decision {
 // reasonCode is the machine's own reason for a transition, or "" when the
 // caller's reason stands alone.
 func reasonCode(before Call, t Trigger, to State) string {
+	if code, ok := taskReasonCode(before, t, to); ok {
+		return code
+	}
 	switch t {
 	case FailAmbiguous:
 		if to != Uncertain {
@@ -100,6 +107,41 @@ func reasonCode(before Call, t Trigger, to State) string {
 		return ReasonReconcileNotApplied
 	}
 	return ""
+}
+
+// taskReasonCode is reasonCode for the MCP task states and triggers; ok is
+// false when the general rules apply.
+func taskReasonCode(before Call, t Trigger, to State) (string, bool) {
+	switch before.State {
+	case InputRequired:
+		return ReasonInputRequired, true
+	case Cancelling:
+		switch to {
+		case Cancelled:
+			return ReasonTaskCancelled, true
+		case Uncertain:
+			if t == TaskLost {
+				return ReasonTaskLost, true
+			}
+			return ReasonCancelledAfterSend, true
+		}
+		return "", true
+	case Accepted, Polling:
+		switch t {
+		case FailAmbiguous:
+			return ReasonRepoll, true
+		case TaskLost: // to reconnecting or uncertain, the loss is the reason
+			return ReasonTaskLost, true
+		case TaskCancelled:
+			return ReasonTaskCancelledByServer, true
+		case Cancel, TaskInputRequired:
+			return "", true
+		}
+	}
+	if t == URLElicitationRequired {
+		return ReasonURLElicitationRequired, true
+	}
+	return "", false
 }
 
 // joinReason puts the machine's code first and the caller's detail after

@@ -133,8 +133,10 @@ var machines = sync.Pool{New: func() any {
 }}
 
 // newMachine configures a stateless machine whose state lives in *s, the
-// caller's plain value. It is built per Fire: cheap, and nothing is shared
-// between goroutines.
+// caller's plain value. Machines are pooled (machines), not built per Fire:
+// Fire takes one from the pool, loads the call's state into *s, fires and
+// puts it back, so a machine serves one Fire at a time and nothing is
+// shared between goroutines.
 func newMachine(s *State) *stateless.StateMachine {
 	sm := stateless.NewStateMachineWithExternalStorage(
 		func(context.Context) (stateless.State, error) { return *s, nil },
@@ -161,7 +163,9 @@ func newMachine(s *State) *stateless.StateMachine {
 		Permit(FailAmbiguous, Reconnecting, redispatchAllowed).
 		Permit(FailAmbiguous, Uncertain, redispatchRefused).
 		Permit(FailPossiblyExecuted, Uncertain).
-		Permit(Cancel, Uncertain)
+		Permit(Cancel, Uncertain).
+		Permit(TaskAccepted, Accepted).
+		Permit(URLElicitationRequired, Uncertain)
 
 	// The first request was sent and failed ambiguously: it may have run.
 	// A changed or missing tool is failed (DESIGN §5): the call cannot be
@@ -181,7 +185,55 @@ func newMachine(s *State) *stateless.StateMachine {
 		Permit(FailDefinitive, Failed).
 		Permit(FailAmbiguous, Uncertain). // a second failure is final
 		Permit(FailPossiblyExecuted, Uncertain).
+		Permit(Cancel, Uncertain).
+		Permit(TaskAccepted, Accepted).
+		Permit(URLElicitationRequired, Uncertain)
+
+	// MCP tasks. Once the CreateTaskResult is on disk the only ambiguous
+	// window is closed: a failed or interrupted poll polls the same task
+	// again (never a resend, so no guard), and only a task the server no
+	// longer knows is ambiguous, with the same rule as dispatched.
+	sm.Configure(Accepted).
+		Permit(TaskWorking, Polling).
+		Permit(FailAmbiguous, Polling).
+		Permit(Succeed, Succeeded).
+		Permit(FailDefinitive, Failed).
+		Permit(TaskCancelled, Failed). // cancelled by the server: no result will come
+		Permit(FailPossiblyExecuted, Uncertain).
+		Permit(TaskLost, Reconnecting, redispatchAllowed).
+		Permit(TaskLost, Uncertain, redispatchRefused).
+		Permit(TaskInputRequired, InputRequired).
+		Permit(Cancel, Cancelling)
+
+	sm.Configure(Polling).
+		PermitReentry(FailAmbiguous).
+		Permit(Succeed, Succeeded).
+		Permit(FailDefinitive, Failed).
+		Permit(TaskCancelled, Failed).
+		Permit(FailPossiblyExecuted, Uncertain).
+		Permit(TaskLost, Reconnecting, redispatchAllowed).
+		Permit(TaskLost, Uncertain, redispatchRefused).
+		Permit(TaskInputRequired, InputRequired).
+		Permit(Cancel, Cancelling)
+
+	// agentctl offers no elicitation: whatever tasks/cancel answers, the
+	// task may have done part of its work, so an operator must decide.
+	sm.Configure(InputRequired).
+		Permit(TaskCancelled, Uncertain).
+		Permit(FailAmbiguous, Uncertain).
+		Permit(FailPossiblyExecuted, Uncertain).
+		Permit(TaskLost, Uncertain).
 		Permit(Cancel, Uncertain)
+
+	// Only the server's confirmation makes a running task cancelled; a task
+	// that finished first keeps its outcome.
+	sm.Configure(Cancelling).
+		Permit(TaskCancelled, Cancelled).
+		Permit(Succeed, Succeeded).
+		Permit(FailDefinitive, Failed).
+		Permit(FailAmbiguous, Uncertain).
+		Permit(FailPossiblyExecuted, Uncertain).
+		Permit(TaskLost, Uncertain)
 
 	sm.Configure(Uncertain).
 		Permit(ReconcileApplied, Succeeded).

@@ -10,7 +10,8 @@ import (
 // not) at every class and checks the promises that must hold whatever the
 // caller does: at most one redispatch, none for at_most_once/unknown, one
 // Transition per legal Fire, illegal Fire changes nothing, and Rebuild of the
-// transitions gives back the final Call.
+// transitions gives back the final Call. Once a task is accepted, nothing is
+// sent again unless the task was lost and the class allows a redispatch.
 func TestFire_RandomSequences(t *testing.T) {
 	const seed = 20250601
 	rng := rand.New(rand.NewPCG(seed, seed))
@@ -27,13 +28,16 @@ func TestFire_RandomSequences(t *testing.T) {
 			log                        []Transition
 			sends, reconnects, resends int
 			seq                        []Trigger
+			accepted, lostTask         bool
 		)
 		// Bias towards the triggers that move a live call forward, so long
 		// paths (dispatch, fail, reconnect, fail again) are common.
 		for step := 0; step < 12; step++ {
 			var trig Trigger
-			if rng.IntN(2) == 0 {
+			if n := rng.IntN(3); n == 0 {
 				trig = []Trigger{Dispatch, FailAmbiguous, Reconnected}[rng.IntN(3)]
+			} else if n == 1 {
+				trig = []Trigger{TaskAccepted, TaskWorking, TaskLost, FailAmbiguous, Cancel, TaskInputRequired}[rng.IntN(6)]
 			} else {
 				trig = inputs[rng.IntN(len(inputs))]
 			}
@@ -54,8 +58,22 @@ func TestFire_RandomSequences(t *testing.T) {
 			if c.State.Terminal() && c.State != Uncertain {
 				t.Fatalf("seed %d run %d %v: left terminal state %s", seed, run, seq, c.State)
 			}
+			if tr.From == Accepted || tr.From == Polling {
+				if trig == FailAmbiguous && (next.State != Polling || dec != DecidePoll) {
+					t.Fatalf("seed %d run %d %v: a failed poll went to %s (%s), not back to polling", seed, run, seq, next.State, dec)
+				}
+				if trig == TaskLost {
+					lostTask = true
+				}
+			}
+			if next.State == Accepted {
+				accepted = true
+			}
 			switch dec {
 			case DecideSend:
+				if accepted {
+					t.Fatalf("seed %d run %d %v: send after the task was accepted", seed, run, seq)
+				}
 				sends++
 			case DecideReconnect:
 				reconnects++
@@ -63,6 +81,9 @@ func TestFire_RandomSequences(t *testing.T) {
 				resends++
 				if reconnects != resends {
 					t.Fatalf("seed %d run %d %v: resend without a reconnect first", seed, run, seq)
+				}
+				if accepted && !lostTask {
+					t.Fatalf("seed %d run %d %v: resend of an accepted task that was not lost", seed, run, seq)
 				}
 			}
 			log = append(log, tr)

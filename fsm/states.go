@@ -27,15 +27,36 @@ const (
 	// Uncertain: the call may have executed and may not be sent again; an
 	// operator must decide (see ReconcileApplied, ReconcileNotApplied).
 	Uncertain State = "uncertain"
-	// Cancelled: the user cancelled before any request could have run.
+	// Cancelled: the user cancelled before any request could have run, or
+	// the server confirmed a cancelled MCP task before it completed.
 	Cancelled State = "cancelled"
+
+	// Accepted: the server answered a task-augmented tools/call with a
+	// CreateTaskResult, and its taskId is on disk. From here on the call is
+	// never sent again because of a lost stream, a timeout or a crash: the
+	// caller asks about the same task instead.
+	Accepted State = "accepted"
+	// Polling: the caller is asking tasks/get about the recorded task (the
+	// server reported it working, or a poll had to be repeated).
+	Polling State = "polling"
+	// InputRequired: the task wants input (elicitation) that agentctl does
+	// not offer; the caller sends tasks/cancel and the call ends uncertain.
+	InputRequired State = "input_required"
+	// Cancelling: the user cancelled while a task was running; tasks/cancel
+	// is being sent and only the server's confirmation makes it cancelled.
+	Cancelling State = "cancelling"
 )
 
 // states lists every State in a fixed order, for configuration and tests.
-var states = []State{Prepared, Dispatched, Reconnecting, Redispatched, Succeeded, Failed, Uncertain, Cancelled}
+var states = []State{
+	Prepared, Dispatched, Reconnecting, Redispatched, Succeeded, Failed, Uncertain, Cancelled,
+	Accepted, Polling, InputRequired, Cancelling,
+}
 
 // Terminal reports whether the run loop is done with a call in this state,
 // so a task attempt can finish; only an operator reconcile leaves Uncertain.
+// The MCP task states (accepted, polling, input_required, cancelling) are
+// not terminal: the task lives on the server and the caller keeps asking.
 func (s State) Terminal() bool {
 	switch s {
 	case Succeeded, Failed, Uncertain, Cancelled:
@@ -102,18 +123,27 @@ type Trigger string
 const (
 	// Dispatch: prepared → dispatched; fire it, persist, and only then send.
 	Dispatch Trigger = "dispatch"
-	// Succeed: dispatched|redispatched → succeeded; the result was validated.
+	// Succeed: dispatched|redispatched|accepted|polling|cancelling → succeeded;
+	// the result (of tools/call, or of tasks/result for a task) was validated.
 	Succeed Trigger = "succeed"
-	// FailDefinitive: prepared|dispatched|reconnecting|redispatched → failed;
-	// JSON-RPC error, isError, invalid arguments or output, 4xx, version mismatch.
+	// FailDefinitive: prepared|dispatched|reconnecting|redispatched|accepted|
+	// polling|cancelling → failed; JSON-RPC error, isError, invalid arguments
+	// or output, 4xx, version mismatch; for a task, status failed or a
+	// tasks/result that is an error or violates the output schema.
 	FailDefinitive Trigger = "fail_definitive"
 	// FailAmbiguous: timeout, transport loss after send, session expiry,
 	// malformed response. dispatched → reconnecting when the class is
 	// redispatchable and the budget is unspent, else → uncertain;
 	// redispatched → uncertain (a second failure is final).
+	// accepted|polling → polling: a tasks/get or tasks/result that failed
+	// this way (or a crash) is answered by polling the same task again,
+	// for every class; nothing is resent. input_required → uncertain;
+	// cancelling → uncertain (the tasks/cancel went unconfirmed).
 	FailAmbiguous Trigger = "fail_ambiguous"
 	// FailPossiblyExecuted: 5xx or cancellation after send;
-	// dispatched|redispatched → uncertain, never redispatched.
+	// dispatched|redispatched → uncertain, never redispatched. For a task
+	// (accepted|polling|input_required|cancelling → uncertain): the caller
+	// gave up learning the task's fate, or tasks/cancel was refused.
 	FailPossiblyExecuted Trigger = "fail_possibly_executed"
 	// Reconnected: reconnecting → redispatched; a new session is initialized,
 	// tools/list refreshed and the tool's schema digest is unchanged.
@@ -126,12 +156,40 @@ const (
 	// resent, and the first request may have run.
 	ReconnectFailed Trigger = "reconnect_failed"
 	// Cancel: user cancel. prepared → cancelled (nothing was sent);
-	// dispatched|reconnecting|redispatched → uncertain (a request may have run).
+	// dispatched|reconnecting|redispatched|input_required → uncertain (a
+	// request may have run); accepted|polling → cancelling (send tasks/cancel).
 	Cancel Trigger = "cancel"
 	// ReconcileApplied: uncertain → succeeded; an operator confirmed the effect.
 	ReconcileApplied Trigger = "reconcile_applied"
 	// ReconcileNotApplied: uncertain → failed; an operator confirmed no effect.
 	ReconcileNotApplied Trigger = "reconcile_not_applied"
+
+	// TaskAccepted: dispatched|redispatched → accepted; the answer to a
+	// task-augmented tools/call was a CreateTaskResult, persisted with its
+	// taskId (and the session needed to reach it) in the same commit.
+	TaskAccepted Trigger = "task_accepted"
+	// TaskWorking: accepted → polling; tasks/get answered working. Identical
+	// later statuses are evidence for the caller to fold, not triggers.
+	TaskWorking Trigger = "task_working"
+	// TaskInputRequired: accepted|polling → input_required; the task wants
+	// input agentctl cannot give (tasks/get said input_required, or
+	// tasks/result asked for an elicitation).
+	TaskInputRequired Trigger = "task_input_required"
+	// TaskCancelled: the server reports the task cancelled. cancelling →
+	// cancelled (our tasks/cancel was confirmed); accepted|polling → failed
+	// (the server cancelled it on its own: no result will come);
+	// input_required → uncertain.
+	TaskCancelled Trigger = "task_cancelled"
+	// TaskLost: tasks/get or tasks/result says the task is unknown or
+	// expired, or the session it lives in is gone (404). The task may have
+	// run, so it is ambiguous like FailAmbiguous in dispatched: accepted|
+	// polling → reconnecting when the class allows a redispatch and the
+	// budget is unspent, else → uncertain ("task_lost"); input_required|
+	// cancelling → uncertain.
+	TaskLost Trigger = "task_lost"
+	// URLElicitationRequired: dispatched|redispatched → uncertain; the server
+	// answered JSON-RPC error -32042: a person must visit a URL first.
+	URLElicitationRequired Trigger = "url_elicitation_required"
 )
 
 // triggers lists every Trigger in a fixed order, for configuration and tests.
@@ -139,6 +197,7 @@ var triggers = []Trigger{
 	Dispatch, Succeed, FailDefinitive, FailAmbiguous, FailPossiblyExecuted,
 	Reconnected, SchemaChanged, ToolMissing, ReconnectFailed, Cancel,
 	ReconcileApplied, ReconcileNotApplied,
+	TaskAccepted, TaskWorking, TaskInputRequired, TaskCancelled, TaskLost, URLElicitationRequired,
 }
 
 // Decision is what the caller must do after persisting a Transition, like
@@ -158,6 +217,15 @@ const (
 	// DecideNone: send nothing; if the new state is Terminal the call is over,
 	// otherwise wait for the outcome of the request already in flight.
 	DecideNone Decision = "none"
+	// DecidePoll: ask tasks/get about the recorded task (after its
+	// pollInterval), then tasks/result once it is completed or failed. This
+	// is never a resend: it is legal for every class.
+	DecidePoll Decision = "poll"
+	// DecideCancelTask: send tasks/cancel for the recorded task (best
+	// effort, recorded), then fire TaskCancelled if the server confirms the
+	// task cancelled, Succeed or FailDefinitive if it had already finished
+	// (cancelling only), else FailPossiblyExecuted.
+	DecideCancelTask Decision = "cancel_task"
 )
 
 // Reason codes the machine writes into Transition.Reason when it, not the
@@ -186,4 +254,18 @@ const (
 	ReasonReconcileApplied = "reconcile_applied"
 	// ReasonReconcileNotApplied: an operator confirmed it did not happen.
 	ReasonReconcileNotApplied = "reconcile_not_applied"
+	// ReasonRepoll: a task poll failed or was interrupted; the same task is
+	// asked about again (not a resend).
+	ReasonRepoll = "repoll"
+	// ReasonTaskLost: the server no longer knows the task (or its session),
+	// and the call may not be redispatched.
+	ReasonTaskLost = "task_lost"
+	// ReasonInputRequired: the task asked for input agentctl does not offer.
+	ReasonInputRequired = "input_required"
+	// ReasonTaskCancelledByServer: the task was cancelled without our asking.
+	ReasonTaskCancelledByServer = "task_cancelled_by_server"
+	// ReasonTaskCancelled: the server confirmed our tasks/cancel.
+	ReasonTaskCancelled = "task_cancelled"
+	// ReasonURLElicitationRequired: JSON-RPC error -32042; a person must act.
+	ReasonURLElicitationRequired = "url_elicitation_required"
 )

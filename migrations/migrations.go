@@ -20,7 +20,7 @@ import (
 var files embed.FS
 
 // Latest is the schema version a fresh database ends at.
-const Latest = 13
+const Latest = 14
 
 // ErrNewerSchema reports a database written by a newer agentctl; it is never modified.
 var ErrNewerSchema = errors.New("migrations: database schema is newer than this binary supports")

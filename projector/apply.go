@@ -72,145 +72,56 @@ func CallStatus(fsmState string) string {
 	return fsmState
 }
 
+// handler projects one event into the tables; decoded makes one from a
+// function of the event's payload type.
+type handler func(ctx context.Context, tx *events.Tx, e events.Event) error
+
+// handlers holds the projection of each event type that changes a table.
+// Event types not in it change none: frames, stream.truncated and
+// replay.frames are evidence that inspect reads from the log itself.
+var handlers = map[string]handler{
+	TypeRunCreated:      decoded(applyRunCreated),
+	TypeRunStarted:      decoded(applyRunStarted),
+	TypeRunFinished:     decoded(applyRunFinished),
+	TypeRunResumed:      decoded(applyRunResumed),
+	TypeTaskStarted:     decoded(applyTaskStarted),
+	TypeTaskFinished:    decoded(applyTaskFinished),
+	TypeTaskSkipped:     decoded(applyTaskSkipped),
+	TypeTaskRetry:       decoded(applyTaskRetry),
+	TypeSessionOpened:   decoded(applySessionOpened),
+	TypeSessionCatalog:  decoded(applySessionCatalog),
+	TypeSessionExpired:  decoded(applySessionExpired),
+	TypeSessionAttached: decoded(attachSession),
+	TypeCallPrepared:    decoded(applyCallPrepared),
+	TypeCallTransition:  decoded(applyCallTransition),
+	TypeCallResult:      decoded(applyCallResult),
+	TypeCallError:       decoded(applyCallError),
+	TypeCallReconciled:  decoded(applyCallReconciled),
+}
+
+// decoded adapts fn to a handler that first decodes the event's payload
+// into a P.
+func decoded[P any](fn func(ctx context.Context, tx *events.Tx, e events.Event, p P) error) handler {
+	return func(ctx context.Context, tx *events.Tx, e events.Event) error {
+		var p P
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		return fn(ctx, tx, e, p)
+	}
+}
+
 func applyOne(ctx context.Context, tx *events.Tx, e events.Event) error {
-	exec := func(q string, args ...any) error {
-		_, err := tx.Exec(ctx, q, args...)
-		return err
-	}
-	switch e.Type {
-	case TypeRunCreated:
-		var p RunCreated
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		return exec(`INSERT INTO runs (run_id, workflow, workflow_digest, mode, source_run_id, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)`,
-			e.RunID, p.Workflow, p.Digest, p.Mode, nullable(p.SourceRunID), e.CreatedAt, e.CreatedAt)
-	case TypeRunFinished:
-		var p RunFinished
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		return exec(`UPDATE runs SET state = ?, exit_code = ?, error = ?, finished_at = ? WHERE run_id = ?`,
-			p.State, p.ExitCode, nullable(p.Error), e.CreatedAt, e.RunID)
-	case TypeTaskStarted:
-		var p TaskStarted
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		// A row may be there already: the attempt was skipped, or scheduled
-		// as a retry, before this (resumed) run started it.
-		return exec(`INSERT INTO tasks (run_id, task_id, attempt, server, tool, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)
-			ON CONFLICT (run_id, task_id, attempt) DO UPDATE SET server = excluded.server, tool = excluded.tool, state = 'running', error = NULL,
-			started_at = excluded.started_at, finished_at = NULL, updated_at = excluded.updated_at`,
-			e.RunID, p.TaskID, p.Attempt, nullable(p.Server), nullable(p.Tool), e.CreatedAt, e.CreatedAt)
-	case TypeTaskSkipped:
-		var p TaskSkipped
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		return exec(`INSERT INTO tasks (run_id, task_id, attempt, state, error, started_at, finished_at, updated_at) VALUES (?, ?, ?, 'skipped', ?, ?, ?, ?)
-			ON CONFLICT (run_id, task_id, attempt) DO UPDATE SET state = 'skipped', error = excluded.error, finished_at = excluded.finished_at, updated_at = excluded.updated_at`,
-			e.RunID, p.TaskID, p.Attempt, p.Reason, e.CreatedAt, e.CreatedAt, e.CreatedAt)
-	case TypeTaskRetry:
-		var p TaskRetryScheduled
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		return exec(`INSERT INTO tasks (run_id, task_id, attempt, state, error, started_at, updated_at) VALUES (?, ?, ?, 'retry_scheduled', ?, ?, ?)
-			ON CONFLICT (run_id, task_id, attempt) DO NOTHING`,
-			e.RunID, p.TaskID, p.Attempt, "retry not before "+p.NotBefore, e.CreatedAt, e.CreatedAt)
-	case TypeTaskFinished:
-		var p TaskFinished
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		return exec(`UPDATE tasks SET state = ?, error = ?, finished_at = ?, updated_at = ? WHERE run_id = ? AND task_id = ? AND attempt = ?`,
-			p.State, nullable(p.Error), e.CreatedAt, e.CreatedAt, e.RunID, p.TaskID, p.Attempt)
-	case TypeSessionOpened:
-		var p SessionOpened
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		status := "initialized"
-		if p.Generation > 1 {
-			status = "reinitialized"
-		}
-		if p.SourceRunID != "" {
-			status = "recorded"
-		}
-		return exec(`INSERT INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, source_run_id, source_task_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			e.RunID, p.TaskID, p.Remote, p.Generation, p.URL, status, nullable(p.SessionIDDigest), p.ProtocolVersion, nullable(string(p.ServerInfo)), nullable(p.SourceRunID), nullable(p.SourceTaskID), e.CreatedAt, e.CreatedAt)
-	case TypeSessionCatalog:
-		var p SessionCatalog
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		return exec(`UPDATE protocol_sessions SET catalog_digest = ?, updated_at = ? WHERE run_id = ? AND remote = ? AND generation = ?`,
-			p.CatalogDigest, e.CreatedAt, e.RunID, p.Remote, p.Generation)
-	case TypeSessionExpired:
-		var p SessionRef
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		return exec(`UPDATE protocol_sessions SET status = CASE WHEN source_run_id IS NULL THEN 'expired' ELSE 'recorded' END, updated_at = ? WHERE run_id = ? AND remote = ? AND generation = ?`,
-			e.CreatedAt, e.RunID, p.Remote, p.Generation)
-	case TypeSessionAttached:
-		var p SessionRef
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		return attachSession(ctx, tx, e, p)
-	case TypeCallPrepared:
-		var p CallPrepared
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		// runs.calls is counted by Apply, once per batch.
-		return exec(`INSERT INTO protocol_calls (effect_id, run_id, task_id, attempt, operation, server, tool, idempotency, generation, status, arguments_digest, schema_digest, source_run_id, source_effect_id, protocol_state, created_at, updated_at) VALUES (?, ?, ?, ?, 'mcp.call', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			p.EffectID, e.RunID, p.TaskID, p.Attempt, p.Server, p.Tool, p.Idempotency, p.Generation, RowStatus(p.SourceRunID, "prepared"), p.ArgumentsDigest, nullable(p.SchemaDigest), nullable(p.SourceRunID), nullable(p.SourceEffectID), `{"state":"prepared","redispatches":0}`, e.CreatedAt, e.CreatedAt)
-	case TypeCallTransition:
-		var p CallTransition
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		state := fmt.Sprintf(`{"state":%q,"redispatches":%d}`, p.To, p.Redispatches)
-		// A replayed call's row stays "recorded"; its machine state is in protocol_state.
-		q := `UPDATE protocol_calls SET status = CASE WHEN source_run_id IS NULL THEN ? ELSE 'recorded' END, generation = ?, redispatches = ?, protocol_state = ?, updated_at = ?`
-		args := []any{CallStatus(p.To), p.Generation, p.Redispatches, state, e.CreatedAt}
-		if p.To == "failed" || p.To == "uncertain" || p.To == "cancelled" {
-			q += `, error = COALESCE(error, ?)`
-			args = append(args, nullable(p.Reason))
-		}
-		q += ` WHERE effect_id = ?`
-		return exec(q, append(args, p.EffectID)...)
-	case TypeCallResult:
-		var p CallResult
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		return exec(`UPDATE protocol_calls SET result_digest = ?, json_rpc_id = ?, updated_at = ? WHERE effect_id = ?`,
-			p.ResultDigest, nullable(string(p.JSONRPCID)), e.CreatedAt, p.EffectID)
-	case TypeCallError:
-		var p CallError
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		return exec(`UPDATE protocol_calls SET error = ?, updated_at = ? WHERE effect_id = ?`,
-			p.Kind+": "+p.Message, e.CreatedAt, p.EffectID)
-	case TypeCallReconciled:
-		var p CallReconciled
-		if err := e.Decode(&p); err != nil {
-			return err
-		}
-		return exec(`INSERT INTO effects (effect_id, run_id, status, reason, result_digest, reconciled_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			p.EffectID, e.RunID, p.Status, p.Reason, nullable(p.ResultDigest), e.CreatedAt)
-	case TypeRunResumed:
-		return applyRunResumed(ctx, tx, e)
-	}
-	if strings.HasPrefix(e.Type, FramePrefix) {
-		return nil // frames are evidence; inspect reads them from the log
+	if h := handlers[e.Type]; h != nil {
+		return h(ctx, tx, e)
 	}
 	return nil
+}
+
+// exec runs one statement of a handler.
+func exec(ctx context.Context, tx *events.Tx, q string, args ...any) error {
+	_, err := tx.Exec(ctx, q, args...)
+	return err
 }
 
 func nullable(s string) any {

@@ -28,18 +28,6 @@ type RunResumed struct {
 // ErrUnknownCall reports an effect id that no call.prepared event names.
 var ErrUnknownCall = errors.New("projector: no such call")
 
-// applyRunResumed reopens the runs row: the run is running again until
-// its next run.finished.
-func applyRunResumed(ctx context.Context, tx *events.Tx, e events.Event) error {
-	var p RunResumed
-	if err := e.Decode(&p); err != nil {
-		return err
-	}
-	_, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'running', exit_code = NULL, error = NULL, finished_at = NULL, updated_at = ? WHERE run_id = ?`,
-		e.CreatedAt, e.RunID)
-	return err
-}
-
 // CallRunID returns the run that holds the call effectID, from the
 // protocol_calls projection; an unknown id wraps ErrUnknownCall.
 func CallRunID(ctx context.Context, db *events.DB, effectID string) (string, error) {

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/jsonscan"
 )
 
 // DecodeFrame decodes a frame event's payload. Frames are written by
@@ -48,22 +49,22 @@ func scanFrame(p string, header bool) (f Frame, ok bool) {
 	if !utf8.ValidString(p) { // encoding/json would rewrite the bytes; the log never holds such a payload
 		return f, false
 	}
-	i := skipWS(p, 0)
+	i := jsonscan.SkipSpace(p, 0)
 	if i >= len(p) || p[i] != '{' {
 		return f, false
 	}
 	var seen uint16
 	for i++; ; {
-		i = skipWS(p, i)
-		key, j, ok := plainString(p, i)
+		i = jsonscan.SkipSpace(p, i)
+		key, j, ok := jsonscan.PlainString(p, i)
 		if !ok {
 			return f, false
 		}
-		i = skipWS(p, j)
+		i = jsonscan.SkipSpace(p, j)
 		if i >= len(p) || p[i] != ':' {
 			return f, false
 		}
-		i = skipWS(p, i+1)
+		i = jsonscan.SkipSpace(p, i+1)
 		if header && key == "body" {
 			return f, true
 		}
@@ -74,21 +75,21 @@ func scanFrame(p string, header bool) (f Frame, ok bool) {
 		seen |= bit
 		switch {
 		case str != nil:
-			if *str, i, ok = plainString(p, i); !ok {
+			if *str, i, ok = jsonscan.PlainString(p, i); !ok {
 				return f, false
 			}
 		case num != nil:
-			if *num, i, ok = plainInt(p, i); !ok {
+			if *num, i, ok = jsonscan.PlainInt(p, i); !ok {
 				return f, false
 			}
 		default:
-			j, ok := skipValue(p, i)
+			j, ok := jsonscan.SkipValue(p, i)
 			if !ok {
 				return f, false
 			}
 			*raw, i = json.RawMessage(strings.TrimRight(p[i:j], " \t\r\n")), j
 		}
-		i = skipWS(p, i)
+		i = jsonscan.SkipSpace(p, i)
 		if i >= len(p) {
 			return f, false
 		}
@@ -96,7 +97,7 @@ func scanFrame(p string, header bool) (f Frame, ok bool) {
 		case ',':
 			i++
 		case '}':
-			return f, skipWS(p, i+1) == len(p)
+			return f, jsonscan.SkipSpace(p, i+1) == len(p)
 		default:
 			return f, false
 		}

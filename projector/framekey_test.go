@@ -22,6 +22,7 @@ func TestScanFrameKey(t *testing.T) {
 		{`{"t\u0061skId":"x","attempt":1}`, false},
 		{`{"taskId":"t","attempt":1.5}`, false},
 		{`{"taskId":"t","attempt":01}`, false},
+		{`{"taskId":"t","attempt":-01}`, false}, // encoding/json refuses a leading zero after the sign too
 		{`{"taskId":"t","taskId":"u","attempt":1}`, false},
 		{`{"dir":"in",}`, false},
 		{`{"dir":"in"`, false},

@@ -6,6 +6,7 @@ import "encoding/json"
 const (
 	TypeRunCreated      = "run.created"
 	TypeRunFinished     = "run.finished"
+	TypeRunStarted      = "run.started"
 	TypeTaskStarted     = "task.started"
 	TypeTaskFinished    = "task.finished"
 	TypeTaskSkipped     = "task.skipped"
@@ -37,6 +38,16 @@ type RunCreated struct {
 	SourceRunID string            `json:"sourceRunId,omitempty"`
 	Servers     map[string]string `json:"servers,omitempty"`
 	Command     string            `json:"command,omitempty"`
+	// Queued marks a run recorded by `submit`: nothing runs until a worker
+	// claims it with run.started (seq 2, compare-and-append after seq 1).
+	Queued bool `json:"queued,omitempty"`
+}
+
+// RunStarted is a worker's claim of a queued run: the first event after
+// run.created, appended only if the log still ends at run.created.
+type RunStarted struct {
+	Worker  string `json:"worker"` // host/pid of the claiming process
+	Command string `json:"command,omitempty"`
 }
 
 // RunFinished closes a run with its outcome.
@@ -64,6 +75,10 @@ type TaskFinished struct {
 	State   string          `json:"state"`
 	Output  json.RawMessage `json:"output,omitempty"`
 	Error   string          `json:"error,omitempty"`
+	// ErrorKind is the transport error kind of Error, when it is one (a
+	// replay rebuilds a failed session open from it); absent before it
+	// was recorded.
+	ErrorKind string `json:"errorKind,omitempty"`
 }
 
 // TaskSkipped records a task that never started because the run stopped
@@ -194,7 +209,7 @@ type CallReconciled struct {
 // chain by the hash of the last one. Where they go in the replay (remote,
 // generation, task, attempt, the replay's effect id) is as in a Frame.
 // Evidence is referenced, not copied, so a replay writes its decisions and
-// not the evidence again (DESIGN §9 as the code has it: docs/DESIGN-CHANGES.md).
+// not the evidence again (docs/ARCHITECTURE.md, "Replay").
 type ReplayFrames struct {
 	Remote      string     `json:"remote"`
 	Generation  int        `json:"generation"`

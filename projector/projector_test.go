@@ -52,11 +52,7 @@ func tools(big string) []mcptest.ToolDef {
 	}
 }
 
-func workflowSource(url string, idem []string, calls []string) string {
-	return graphSource(url, 0, idem, calls, nil)
-}
-
-// graphSource is workflowSource with spec.concurrency (0: absent) and more
+// graphSource is a workflow named random with spec.concurrency (0: absent) and more
 // keys per task (extras[i], a YAML flow mapping's members, may be "").
 // An idem entry may carry more action keys after a comma ("pure, retry: {…}").
 func graphSource(url string, concurrency int, idem []string, calls []string, extras []string) string {
@@ -87,6 +83,15 @@ spec:
 		}
 	}
 	return b.String()
+}
+
+// workflowSource is a workflow named random that makes calls in order:
+// task ti through its own action ai.
+func workflowSource(url string, calls []testkit.Task) string {
+	for i := range calls {
+		calls[i].ID, calls[i].Action = fmt.Sprintf("t%d", i), fmt.Sprintf("a%d", i)
+	}
+	return testkit.Workflow{Name: "random", URL: url, Tasks: calls}.YAML()
 }
 
 // snapshot renders every projection row of runID, in a stable order.
@@ -148,20 +153,26 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 				class += ", retry: {maxAttempts: 2, initialIntervalSeconds: 0.001}"
 			}
 			idem = append(idem, class)
+			var c testkit.Task
 			switch rng.IntN(6) {
 			case 0:
-				calls = append(calls, fmt.Sprintf("tool: chatty, arguments: {n: %d}", rng.IntN(5)))
+				c.Tool, c.Arguments = "chatty", fmt.Sprintf("{n: %d}", rng.IntN(5))
 			case 1:
-				calls = append(calls, "tool: big")
+				c.Tool = "big"
 			case 2:
-				calls = append(calls, "tool: iserror")
+				c.Tool = "iserror"
 			case 3:
-				calls = append(calls, "tool: rpcerror")
+				c.Tool = "rpcerror"
 			case 4:
-				calls = append(calls, "tool: missing")
+				c.Tool = "missing"
 			default:
-				calls = append(calls, fmt.Sprintf("tool: ok, arguments: {run: %d, task: %d}", i, j))
+				c.Tool, c.Arguments = "ok", fmt.Sprintf("{run: %d, task: %d}", i, j)
 			}
+			call := "tool: " + c.Tool
+			if c.Arguments != "" {
+				call += ", arguments: " + c.Arguments
+			}
+			calls = append(calls, call)
 		}
 		switch rng.IntN(4) { // a fault on the next tools/call: expiry, 5xx, or none
 		case 0:
@@ -220,7 +231,7 @@ func TestInspect_BoundsStreamEventsAndPayloads(t *testing.T) {
 	big := strings.Repeat("é", 3000) // 6000 bytes of text
 	srv := mcptest.Start(t, mcptest.Options{}, tools(big)...)
 	db := openDB(t)
-	src := workflowSource(srv.URL, []string{"idempotent", "idempotent"}, []string{"tool: chatty, arguments: {n: 1000}", "tool: big"})
+	src := workflowSource(srv.URL, []testkit.Task{{Idempotency: "idempotent", Tool: "chatty", Arguments: "{n: 1000}"}, {Idempotency: "idempotent", Tool: "big"}})
 	wf, err := spec.Parse("bounds.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,18 @@ func Rebuild(ctx context.Context, db *events.DB, runID string) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := refold(ctx, db, tx, runID); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return &events.Error{Op: "rebuild: commit", Path: db.Path(), Err: err}
+	}
+	return nil
+}
+
+// refold clears runID's projection rows and folds them again from the log,
+// inside tx.
+func refold(ctx context.Context, db *events.DB, tx *events.Tx, runID string) error {
 	for _, t := range projectionTables {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE run_id = ?`, runID); err != nil {
 			return fmt.Errorf("rebuild %s: clear %s: %w", runID, t, err)
@@ -62,9 +74,6 @@ func Rebuild(ctx context.Context, db *events.DB, runID string) error {
 				return fmt.Errorf("rebuild %s: %w", runID, err)
 			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return &events.Error{Op: "rebuild: commit", Path: db.Path(), Err: err}
 	}
 	return nil
 }

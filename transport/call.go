@@ -31,12 +31,25 @@ const IdempotencyKeyMeta = "agentctl.dev/idempotency-key"
 // (progress, logs, server requests) to sink in order. Arguments are not
 // validated here; see ValidateArguments.
 func (s *Session) CallTool(ctx context.Context, req CallRequest, sink Sink) (*CallResult, error) {
+	params, id, err := s.callParams(req)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.roundTrip(ctx, "tools/call", params, sink, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.callResult("tools/call", m.Result, id)
+}
+
+// callParams builds the params of a tools/call and allocates its id.
+func (s *Session) callParams(req CallRequest) (map[string]any, json.RawMessage, error) {
 	args := req.Arguments
 	if !present(args) {
 		args = json.RawMessage("{}")
 	}
 	if err := checkDepth(args); err != nil || !json.Valid(args) || args[0] != '{' {
-		return nil, &Error{Op: "tools/call", Kind: KindInvalidArguments, Message: "arguments must be a JSON object"}
+		return nil, nil, &Error{Op: "tools/call", Kind: KindInvalidArguments, Message: "arguments must be a JSON object"}
 	}
 	meta := map[string]any{}
 	maps.Copy(meta, req.Meta)
@@ -46,20 +59,21 @@ func (s *Session) CallTool(ctx context.Context, req CallRequest, sink Sink) (*Ca
 		token = "agentctl-" + string(id)
 	}
 	meta["progressToken"] = token
-	params := map[string]any{"name": req.Tool, "arguments": args, "_meta": meta}
-	m, err := s.roundTrip(ctx, "tools/call", params, sink, id)
-	if err != nil {
-		return nil, err
-	}
+	return map[string]any{"name": req.Tool, "arguments": args, "_meta": meta}, id, nil
+}
+
+// callResult reads a CallToolResult (of tools/call, or of tasks/result for
+// a task), redacted.
+func (s *Session) callResult(op string, result json.RawMessage, id json.RawMessage) (*CallResult, error) {
 	var res struct {
 		IsError           bool            `json:"isError"`
 		Content           json.RawMessage `json:"content"`
 		StructuredContent json.RawMessage `json:"structuredContent"`
 	}
-	if err := json.Unmarshal(m.Result, &res); err != nil || m.Result[0] != '{' {
-		return nil, &Error{Op: "tools/call", Kind: KindMalformed, Sent: true, Message: "result is not a CallToolResult object"}
+	if err := strictUnmarshal(result, &res); err != nil || result[0] != '{' {
+		return nil, &Error{Op: op, Kind: KindMalformed, Sent: true, Message: "result is not a CallToolResult object"}
 	}
 	red := s.c.red // a server echoing a credential must not put it in workflow state
-	return &CallResult{Raw: red.json(m.Result), IsError: res.IsError, Content: red.json(res.Content),
+	return &CallResult{Raw: red.json(result), IsError: res.IsError, Content: red.json(res.Content),
 		StructuredContent: red.json(nonNull(res.StructuredContent)), ID: id}, nil
 }

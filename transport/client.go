@@ -43,6 +43,9 @@ type Config struct {
 	// MaxResumeDelay caps the wait before resuming a broken SSE stream (the
 	// server's retry field, default 1s); 0 = 5s, negative = resume at once.
 	MaxResumeDelay time.Duration
+	// MaxPollInterval caps the wait between two tasks/get of PollTask,
+	// whatever pollInterval the server suggests; 0 = 30s.
+	MaxPollInterval time.Duration
 }
 
 // Frame is one protocol step handed to the Sink, already redacted of secret values.
@@ -157,6 +160,9 @@ type Session struct {
 	c         *Client
 	sessionID string
 	closed    atomic.Bool
+	// toolsChanged is set by notifications/tools/list_changed on any of the
+	// session's streams and cleared when ListTools starts (ToolsChanged).
+	toolsChanged atomic.Bool
 }
 
 // Connect initializes a session: initialize (the server must answer
@@ -180,7 +186,7 @@ func (c *Client) Connect(ctx context.Context, sink Sink) (*Session, error) {
 		ServerInfo      json.RawMessage `json:"serverInfo"`
 		Instructions    string          `json:"instructions"`
 	}
-	if err := json.Unmarshal(m.Result, &res); err != nil {
+	if err := strictUnmarshal(m.Result, &res); err != nil {
 		return nil, &Error{Op: "initialize", Kind: KindMalformed, Sent: true, Err: fmt.Errorf("%w: initialize result: %v", errMalformed, err)}
 	}
 	if res.ProtocolVersion != ProtocolVersion {

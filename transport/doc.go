@@ -20,9 +20,19 @@
 // server request, HTTP error) reaches it before the next one is read, so a
 // slow sink slows the reader (backpressure) and a failing sink aborts the
 // operation with [KindTransportLoss]. Frames are redacted: every resolved
-// secret value, as sent and as JSON-escaped, is replaced by [Redacted]; the
-// same holds for error messages and [CallResult]. Session ids are exposed
-// only as [Session.IDDigest].
+// secret value is replaced by [Redacted] inside JSON string values, matched
+// on the decoded text (any JSON escape spelling), never in member names,
+// numbers or literals; the same holds for error messages and [CallResult]
+// (whose IsError is read from the response as received). Text is scrubbed
+// before it is cut to a bound, and a secret prefix of [MinSecretBytes] or
+// more left at a cut is scrubbed too. A secret value shorter than
+// [MinSecretBytes] is refused when resolved ([ErrSecretTooShort]), before
+// anything is sent. Session ids are exposed only as [Session.IDDigest].
+//
+// Remote schemas are compiled and applied under a budget ([MaxSchemaBytes],
+// [MaxSchemaNodes], the JSON depth bound, [MaxValidationSteps] worst-case
+// evaluations computed before validating); over it, validation fails with
+// [KindSchemaTooComplex], naming the tool and the bound.
 //
 // # Lifecycle and wire rules
 //
@@ -90,6 +100,24 @@
 // HTTP 400 is http_status and definitive, even though the reference
 // TypeScript server answers 400 (not 404) for an unknown session: a 400 does
 // not prove the session expired, so it is not treated as expiry.
+//
+// # Tasks (MCP 2025-11-25, experimental)
+//
+// A tool whose [Tool.TaskSupport] is required (or optional, when the caller
+// wants it) is called with [Session.CallToolTask] if [Session.ToolCallTasks]
+// says the server advertises tasks for tools/call. The CreateTaskResult's
+// task id must be persisted before anything else: from then on the call is
+// asked about, never resent. [Session.PollTask] waits the server's
+// pollInterval (1s when absent, capped by Config.MaxPollInterval) between
+// tasks/get; [Session.TaskResult] returns the tool's result exactly as
+// tools/call would; [Session.CancelTask] sends tasks/cancel. After a
+// restart, [Client.Reattach] binds the recorded [Session.SessionID] (a
+// bearer credential: store it sealed) without a new initialize. [TaskLost]
+// says a poll found the task (or its session: 404) gone, which is ambiguous
+// for the call; [PollAgain] says the poll may simply be repeated. A
+// JSON-RPC -32042 is classified by [URLElicitationHosts].
+// notifications/tools/list_changed on any stream sets [Session.ToolsChanged]
+// until the next ListTools.
 //
 // # Concurrency
 //

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,20 +13,21 @@ type Kind string
 
 // The kinds of failure reported in [Error.Kind].
 const (
-	KindSessionExpired   Kind = "session_expired"   // 404 on a request that carried a session id
-	KindTimeout          Kind = "timeout"           // Config.Timeout or Config.MaxDuration elapsed
-	KindTransportLoss    Kind = "transport_loss"    // connection or stream lost (or the sink failed)
-	KindMalformed        Kind = "malformed"         // the peer sent something that is not valid MCP
-	KindCancelled        Kind = "cancelled"         // the caller's context was cancelled
-	KindUnauthorized     Kind = "unauthorized"      // 401 after one credential refresh, or no credential
-	KindHTTPStatus       Kind = "http_status"       // any other non-2xx status (including 3xx)
-	KindRemoteError      Kind = "remote_error"      // a JSON-RPC error response
-	KindVersionMismatch  Kind = "version_mismatch"  // the server negotiated another protocol version
-	KindPolicyDenied     Kind = "policy_denied"     // network or secret policy refused the request
-	KindToolError        Kind = "tool_error"        // unused by transport: isError results are returned in CallResult
-	KindInvalidArguments Kind = "invalid_arguments" // arguments violate the tool's inputSchema
-	KindInvalidOutput    Kind = "invalid_output"    // structuredContent violates the tool's outputSchema
-	KindUnsupported      Kind = "unsupported"       // the server lacks something agentctl requires
+	KindSessionExpired   Kind = "session_expired"    // 404 on a request that carried a session id
+	KindTimeout          Kind = "timeout"            // Config.Timeout or Config.MaxDuration elapsed
+	KindTransportLoss    Kind = "transport_loss"     // connection or stream lost (or the sink failed)
+	KindMalformed        Kind = "malformed"          // the peer sent something that is not valid MCP
+	KindCancelled        Kind = "cancelled"          // the caller's context was cancelled
+	KindUnauthorized     Kind = "unauthorized"       // 401 after one credential refresh, or no credential
+	KindHTTPStatus       Kind = "http_status"        // any other non-2xx status (including 3xx)
+	KindRemoteError      Kind = "remote_error"       // a JSON-RPC error response
+	KindVersionMismatch  Kind = "version_mismatch"   // the server negotiated another protocol version
+	KindPolicyDenied     Kind = "policy_denied"      // network or secret policy refused the request
+	KindToolError        Kind = "tool_error"         // unused by transport: isError results are returned in CallResult
+	KindInvalidArguments Kind = "invalid_arguments"  // arguments violate the tool's inputSchema
+	KindInvalidOutput    Kind = "invalid_output"     // structuredContent violates the tool's outputSchema
+	KindUnsupported      Kind = "unsupported"        // the server lacks something agentctl requires
+	KindSchemaTooComplex Kind = "schema_too_complex" // a tool schema exceeds the compile or validation budget (MaxSchemaBytes, MaxSchemaNodes, MaxValidationSteps)
 )
 
 // Error is every failure this package reports. The caller (the call state
@@ -46,6 +48,10 @@ type Error struct {
 	// before the failure (e.g. a 401 on the GET resuming its stream): it may
 	// be executing whatever the Kind, so MayHaveExecuted is true.
 	Accepted bool
+	// Data is the JSON-RPC error's data member as received (redacted), for
+	// KindRemoteError; remote content, never printed by Error. It carries,
+	// e.g., the URLs of a -32042 (see URLElicitationHosts).
+	Data json.RawMessage
 }
 
 // Error renders the failure as "transport: OP: KIND[ (status N)][ (code N)]: MESSAGE: ERR".

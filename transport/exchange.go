@@ -257,10 +257,14 @@ func drain(resp *http.Response) {
 // httpError records a non-2xx response as an "http_error" frame.
 func (x *exchange) httpError(resp *http.Response) error {
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	const maxBody = 4 << 10
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	body := json.RawMessage(b)
-	if len(bytes.TrimSpace(b)) == 0 || !json.Valid(b) || !utf8.Valid(b) || checkDepth(b) != nil {
-		body, _ = json.Marshal(map[string]any{"status": resp.StatusCode, "text": string(b)})
+	if len(b) > maxBody || len(bytes.TrimSpace(b)) == 0 || !utf8.Valid(b) || checkDepth(b) != nil || strictValid(b) != nil { // kept as JSON only when whole and read strictly
+		// Cut by the bound: scrubbed whole, then cut, so a secret the
+		// bound splits is scrubbed too.
+		text := x.s.c.red.cut(string(b), maxBody)
+		body, _ = json.Marshal(map[string]any{"status": resp.StatusCode, "text": text})
 	}
 	return x.emit(Frame{Dir: "in", Kind: "http_error", Method: x.method, ID: x.id, HTTPStatus: resp.StatusCode, Body: body})
 }
@@ -269,7 +273,7 @@ func (x *exchange) httpError(resp *http.Response) error {
 func (x *exchange) handle(resp *http.Response) (*message, error) {
 	code := resp.StatusCode
 	if code < 200 || code > 299 {
-		detail := x.s.c.red.string(peekDetail(resp))
+		detail := peekDetail(resp, x.s.c.red)
 		if err := x.httpError(resp); err != nil {
 			return nil, err
 		}
@@ -312,8 +316,8 @@ func (x *exchange) handle(resp *http.Response) (*message, error) {
 }
 
 // peekDetail reads a short, printable detail from an error body without
-// consuming it for httpError.
-func peekDetail(resp *http.Response) string {
+// consuming it for httpError; secrets are scrubbed before the cut.
+func peekDetail(resp *http.Response, red *redactor) string {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), resp.Body))
 	var m struct {
@@ -321,10 +325,10 @@ func peekDetail(resp *http.Response) string {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(b, &m) == nil && m.Error.Message != "" {
-		return truncate(m.Error.Message, 256)
+	if strictUnmarshal(b, &m) == nil && m.Error.Message != "" {
+		return red.cut(m.Error.Message, 256)
 	}
-	return truncate(strings.TrimSpace(strings.Map(func(r rune) rune {
+	return red.cut(strings.TrimSpace(strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return ' '
 		}
@@ -370,7 +374,7 @@ func (x *exchange) sizeErr(err error) error {
 func (x *exchange) deliver(b []byte, eventID string, status int) (*message, error) {
 	m, isResp, err := decodeFor(b, x.id)
 	if err != nil {
-		body, _ := json.Marshal(truncate(string(b), 4<<10))
+		body, _ := json.Marshal(x.s.c.red.cut(string(b), 4<<10))
 		_ = x.emit(Frame{Dir: "in", Kind: "response", ID: x.id, HTTPStatus: status, EventID: eventID, Body: body})
 		return nil, err
 	}
@@ -385,7 +389,7 @@ func (x *exchange) deliver(b []byte, eventID string, status int) (*message, erro
 		return nil, nil
 	}
 	if m.Error != nil {
-		return nil, &Error{Op: x.op, Kind: KindRemoteError, Code: m.Error.Code, Message: truncate(m.Error.Message, 1024), Sent: true, Status: status}
+		return nil, &Error{Op: x.op, Kind: KindRemoteError, Code: m.Error.Code, Message: x.s.c.red.cut(m.Error.Message, 1024), Sent: true, Status: status}
 	}
 	return m, nil
 }
@@ -416,6 +420,9 @@ func (x *exchange) readEvents(resp *http.Response) (*message, error) {
 	p := newSSEParser(&limited{r: resp.Body, n: x.s.c.maxBytes}, maxB, maxB)
 	for {
 		ev, err := p.next()
+		if p.retry >= 0 { // a retry field applies when parsed, even in an event with no data that is never dispatched
+			x.retry = p.retry
+		}
 		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, errStreamEnded
 		}
@@ -425,9 +432,6 @@ func (x *exchange) readEvents(resp *http.Response) (*message, error) {
 		x.idle.Reset(x.s.c.timeout)
 		if ev.HasID {
 			x.lastEventID = ev.ID
-		}
-		if ev.Retry >= 0 {
-			x.retry = ev.Retry
 		}
 		if len(bytes.TrimSpace(ev.Data)) == 0 {
 			continue // priming event

@@ -240,7 +240,7 @@ func TestUnauthorizedRefresh(t *testing.T) {
 			c := newClient(t, srv.URL, func(c *Config) {
 				c.Headers = map[string]SecretRef{"Authorization": {Env: "TOKEN"}}
 				c.Policy.EnvironmentAllowlist = []string{"TOKEN"}
-				c.Getenv = func(string) string { resolves++; return fmt.Sprintf("Bearer tok-%d", resolves) }
+				c.Getenv = func(string) string { resolves++; return fmt.Sprintf("Bearer tok-0000%d", resolves) }
 			})
 			s := connect(t, c, nil)
 			before := resolves

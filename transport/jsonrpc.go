@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"unicode/utf8"
+
+	"github.com/agentctl/agentctl/internal/jsonscan"
 )
 
 // maxJSONDepth bounds the nesting of any JSON value accepted from a server.
@@ -77,8 +78,9 @@ func checkDepth(b []byte) error {
 	return nil
 }
 
-// decodeMessage parses one JSON-RPC message, strictly: a single object,
-// "jsonrpc":"2.0", no duplicate members, bounded depth, a valid id type,
+// decodeMessage parses one JSON-RPC message, strictly: a single object in
+// valid UTF-8, "jsonrpc":"2.0", bounded depth, no member name repeated at
+// any depth (strictValid), member names matched exactly, a valid id type,
 // and a response carries exactly one of result and error.
 func decodeMessage(b []byte) (*message, error) {
 	b = bytes.TrimSpace(b)
@@ -97,25 +99,21 @@ func decodeMessage(b []byte) (*message, error) {
 		}
 		return nil, malformed("message is not a JSON object")
 	}
-	if !json.Valid(b) {
-		return nil, malformed("invalid JSON")
+	if err := strictValid(b); err != nil {
+		return nil, err
 	}
 	m := &message{Raw: json.RawMessage(b)}
-	var seen seenKeys
 	var version string
 	hasVersion, hasResult := false, false
-	err := members(b, func(key string, raw json.RawMessage) error {
-		if seen.add(key) {
-			return malformed("duplicate member %q", key)
-		}
+	err := jsonscan.Members(b, func(key string, raw []byte) error {
 		switch key {
 		case "jsonrpc":
 			hasVersion = true
-			if version, _ = jsonString(raw); raw[0] != '"' {
+			if version, _ = jsonscan.String(raw); raw[0] != '"' {
 				return malformed("jsonrpc member is not a string")
 			}
 		case "id":
-			if raw[0] != '"' && !isJSONNumber(raw) {
+			if raw[0] != '"' && raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
 				if string(raw) == "null" {
 					return malformed("id is null")
 				}
@@ -124,7 +122,7 @@ func decodeMessage(b []byte) (*message, error) {
 			m.ID = raw
 		case "method":
 			var ok bool
-			if m.Method, ok = jsonString(raw); !ok || m.Method == "" {
+			if m.Method, ok = jsonscan.String(raw); !ok || m.Method == "" {
 				return malformed("method is not a non-empty string")
 			}
 		case "params":
@@ -134,13 +132,16 @@ func decodeMessage(b []byte) (*message, error) {
 			m.Result = raw
 		case "error":
 			var e rpcError
-			if err := json.Unmarshal(raw, &e); err != nil || raw[0] != '{' {
+			if err := strictUnmarshal(raw, &e); err != nil || raw[0] != '{' {
 				return malformed("error member is not an error object")
 			}
 			m.Error = &e
 		}
 		return nil
 	})
+	if errors.Is(err, jsonscan.ErrSyntax) {
+		return nil, malformed("%v", err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -170,30 +171,24 @@ func invalidUTF8At(b []byte) int {
 	return len(b)
 }
 
-func isJSONNumber(raw json.RawMessage) bool {
-	_, err := strconv.ParseFloat(string(raw), 64)
-	return err == nil && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'))
-}
-
-// sameID compares two JSON-RPC ids: same type and same value.
+// sameID reports whether the response id a is the request id b exactly as
+// sent: a number by its token, byte for byte (3.0 and 3.0000000000000001 are
+// not 3), a string by its decoded value (a server may escape it otherwise).
+// Both are tokens of valid JSON.
 func sameID(a, b json.RawMessage) bool {
 	a, b = bytes.TrimSpace(a), bytes.TrimSpace(b)
-	if len(a) == 0 || len(b) == 0 {
+	if len(a) == 0 || len(b) == 0 || (a[0] == '"') != (b[0] == '"') {
 		return false
 	}
-	if (a[0] == '"') != (b[0] == '"') {
-		return false
+	if a[0] != '"' {
+		return bytes.Equal(a, b)
 	}
-	if a[0] == '"' {
-		var x, y string
-		return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && x == y
-	}
-	x, err1 := strconv.ParseFloat(string(a), 64)
-	y, err2 := strconv.ParseFloat(string(b), 64)
-	return err1 == nil && err2 == nil && x == y
+	x, okx := jsonscan.String(a)
+	y, oky := jsonscan.String(b)
+	return okx && oky && x == y
 }
 
-// DecodeResponse parses one message received for the request with id and
+// decodeFor parses one message received for the request with id and
 // classifies it; it is the function FuzzDecodeResponse exercises. It returns
 // the message and whether it is the response to id.
 func decodeFor(b []byte, id json.RawMessage) (*message, bool, error) {
@@ -210,8 +205,7 @@ func decodeFor(b []byte, id json.RawMessage) (*message, bool, error) {
 	return m, true, nil
 }
 
-// canonicalJSON re-encodes b with sorted object keys, no insignificant
-// whitespace, no HTML escaping and numbers exactly as sent.
+// truncate cuts s to at most n bytes, marking a cut with "…".
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s

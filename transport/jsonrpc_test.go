@@ -16,7 +16,20 @@ func TestDecodeFor(t *testing.T) {
 		malforme bool
 	}{
 		{`{"jsonrpc":"2.0","id":7,"result":{}}`, true, "response", false},
-		{`{"result":{},"id":7.0,"jsonrpc":"2.0"}`, true, "response", false},
+		{`{"result":{},"id":7,"jsonrpc":"2.0"}`, true, "response", false},
+		// Ids match exactly as sent (issue 13): 7.0, 7e0 and a float that
+		// rounds to 7 are not 7.
+		{`{"result":{},"id":7.0,"jsonrpc":"2.0"}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7e0,"result":{}}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7.0000000000000001,"result":{}}`, false, "", true},
+		// A member name repeated at any depth makes the message malformed;
+		// names match case-sensitively.
+		{`{"jsonrpc":"2.0","id":7,"result":{"isError":true,"content":[],"isError":false}}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","type":"image"}]}}`, false, "", true},
+		{`{"jsonrpc":"2.0","id":7,"result":{},"JSONRPC":"1.0"}`, true, "response", false},
+		{`{"jsonrpc":"2.0","ID":8,"id":7,"result":{}}`, true, "response", false},
+		{`{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"x","MESSAGE":"y"}}`, true, "response", false},
+		{`{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"x","message":"y"}}`, false, "", true},
 		{`{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"x"}}`, true, "response", false},
 		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`, false, "notification", false},
 		{`{"jsonrpc":"2.0","id":7,"method":"ping"}`, false, "server_request", false},
@@ -163,5 +176,62 @@ func TestErrorClassification(t *testing.T) {
 	wrapped := errors.Join(errors.New("x"), &Error{Kind: KindTimeout})
 	if KindOf(wrapped) != KindTimeout || KindOf(errors.New("plain")) != "" {
 		t.Errorf("KindOf")
+	}
+}
+
+// TestSameID: a number id matches only its token as sent; a string id by
+// its decoded value, whatever escapes the server chose.
+func TestSameID(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{`3`, `3`, true}, {` 3 `, `3`, true}, {`3.0`, `3`, false}, {`3.0000000000000001`, `3`, false}, {`3e0`, `3`, false},
+		{`-0`, `0`, false}, {`"3"`, `3`, false}, {`"a\u0062"`, `"ab"`, true}, {`"\u003c"`, `"<"`, true}, {`"ab"`, `"aB"`, false}, {``, `3`, false},
+	} {
+		if got := sameID(json.RawMessage(tc.a), json.RawMessage(tc.b)); got != tc.same {
+			t.Errorf("sameID(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.same)
+		}
+	}
+}
+
+// TestErrorObjectStrict: the error object's members match exactly.
+func TestErrorObjectStrict(t *testing.T) {
+	m, _, err := decodeFor([]byte(`{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"real","MESSAGE":"forged","Code":5}}`), json.RawMessage(`7`))
+	if err != nil || m.Error == nil || m.Error.Message != "real" || m.Error.Code != -1 {
+		t.Fatalf("decodeFor = %+v, %v; want code -1, message real", m, err)
+	}
+}
+
+// TestDuplicateMemberMessage: the error names the repeated member and,
+// below the top level, the object that holds it (a JSON pointer).
+func TestDuplicateMemberMessage(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":7,"id":7,"result":{}}`:                                     `duplicate member "id"`,
+		`{"jsonrpc":"2.0","id":7,"result":{"isError":true,"content":[],"isError":false}}`: `duplicate member "isError" in "/result"`,
+		`{"jsonrpc":"2.0","id":7,"result":{"content":[{"a\u001b":1,"a\u001b":2}]}}`:       `duplicate member "a\x1b" in "/result/content/0"`,
+	} {
+		_, _, err := decodeFor([]byte(in), json.RawMessage(`7`))
+		if !errors.Is(err, errMalformed) || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("decodeFor(%s) = %v, want malformed ending %s", in, err, want)
+		}
+	}
+}
+
+// TestLoneSurrogateEscape: strictness is about names and ids; an escaped
+// lone surrogate (JSON.stringify of a string cut inside a pair) is still
+// read, as U+FFFD, as encoding/json read it.
+func TestLoneSurrogateEscape(t *testing.T) {
+	m, isResp, err := decodeFor([]byte(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"cut \ud83d"}],"isError":false}}`), json.RawMessage(`7`))
+	if err != nil || !isResp {
+		t.Fatalf("decodeFor = %v, %v", isResp, err)
+	}
+	var res struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := strictUnmarshal(m.Result, &res); err != nil || len(res.Content) != 1 || res.Content[0].Text != "cut \uFFFD" {
+		t.Errorf("strictUnmarshal = %+v, %v", res, err)
 	}
 }

@@ -199,7 +199,7 @@ func TestSecretRefPolicy(t *testing.T) {
 	dir, other := t.TempDir(), t.TempDir()
 	inside, outside := filepath.Join(dir, "k"), filepath.Join(other, "k")
 	big := filepath.Join(dir, "big")
-	for p, content := range map[string]string{inside: "v\n", outside: "v", big: strings.Repeat("x", maxSecretFileBytes+1)} {
+	for p, content := range map[string]string{inside: "value-in-file\n", outside: "value-in-file", big: strings.Repeat("x", maxSecretFileBytes+1)} {
 		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -209,15 +209,15 @@ func TestSecretRefPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := Policy{EnvironmentAllowlist: []string{"OK"}, SecretFileRoots: []string{dir}}
-	getenv := func(k string) string { return map[string]string{"OK": "val", "NOPE": "val"}[k] }
+	getenv := func(k string) string { return map[string]string{"OK": "value-in-env", "NOPE": "value-in-env"}[k] }
 	for _, tc := range []struct {
 		ref  SecretRef
 		want string
 		kind Kind
 	}{
-		{SecretRef{Env: "OK"}, "val", ""},
+		{SecretRef{Env: "OK"}, "value-in-env", ""},
 		{SecretRef{Env: "NOPE"}, "", KindPolicyDenied},
-		{SecretRef{File: inside}, "v", ""},
+		{SecretRef{File: inside}, "value-in-file", ""},
 		{SecretRef{File: outside}, "", KindPolicyDenied},
 		{SecretRef{File: link}, "", KindPolicyDenied},
 		{SecretRef{File: dir}, "", KindPolicyDenied},

@@ -134,7 +134,7 @@ func TestResumeUnauthorized(t *testing.T) {
 			c := newClient(t, srv.URL, func(c *Config) {
 				c.Headers = map[string]SecretRef{"Authorization": {Env: "TOKEN"}}
 				c.Policy.EnvironmentAllowlist = []string{"TOKEN"}
-				c.Getenv = func(string) string { resolves++; return fmt.Sprintf("Bearer tok-%d", resolves) }
+				c.Getenv = func(string) string { resolves++; return fmt.Sprintf("Bearer tok-0000%d", resolves) }
 			})
 			s := connect(t, c, nil)
 			before := resolves
@@ -178,5 +178,23 @@ func TestResumeUnauthorized(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestResumeRetryWithoutData: an SSE event carrying only a retry field (no
+// data, no id) sets the reconnection delay, as the SSE spec says. The
+// priming event asks for an hour, the retry-only event that follows for 0:
+// the client must resume at once, not after the hour (its deadline).
+func TestResumeRetryWithoutData(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, okTool("a"))
+	srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Nth: 1, CloseAfterPriming: true, Retry: 3_600_000, AfterPriming: []byte("retry: 0\n\n")})
+	s := connect(t, newClient(t, srv.URL, func(c *Config) { c.MaxResumeDelay = time.Hour }), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.CallTool(ctx, CallRequest{Tool: "a"}, nil); err != nil {
+		t.Fatalf("call: %v (the retry-only event was ignored: the client waited for the priming event's hour)", err)
+	}
+	if st := srv.Stats(); st.Gets != 1 || st.Executed["a"] != 1 {
+		t.Errorf("gets = %d, executed = %d; want one resumption of one execution", st.Gets, st.Executed["a"])
 	}
 }

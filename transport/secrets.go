@@ -1,16 +1,13 @@
 package transport
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 )
 
 // SecretRef says where a header value comes from; resolved at dispatch time, never stored.
@@ -40,9 +37,13 @@ func (r SecretRef) resolve(p Policy, getenv func(string) string) (string, error)
 		if v == "" {
 			return "", &Error{Op: "secret", Kind: KindUnauthorized, Err: fmt.Errorf("env %q is empty or unset", r.Env)}
 		}
-		return v, nil
+		return v, checkSecretLength(v, "env:"+r.Env)
 	case r.File != "":
-		return readSecretFile(p, r.File)
+		v, err := readSecretFile(p, r.File)
+		if err != nil {
+			return "", err
+		}
+		return v, checkSecretLength(v, "file:"+r.File)
 	}
 	return "", policyErr("empty secret reference")
 }
@@ -97,96 +98,21 @@ func readSecretFile(p Policy, name string) (string, error) {
 	return s, nil
 }
 
-// redactor remembers every secret value resolved by a client, so that it can
-// be scrubbed from anything handed to a sink or put in an error.
-type redactor struct {
-	mu     sync.Mutex
-	values []string // longest first
+// ErrSecretTooShort is wrapped by the error refusing a secret value shorter
+// than MinSecretBytes (or whose last word, the token of "Bearer xyz", is):
+// such a value cannot be redacted without corrupting data.
+var ErrSecretTooShort = errors.New("secret value too short to be redacted")
+
+// checkSecretLength refuses a resolved value too short to be masked, naming
+// the reference (ref, e.g. "env:MCP_TOKEN"), never the value.
+func checkSecretLength(v, ref string) error {
+	short := len(v) < MinSecretBytes
+	if f := strings.Fields(v); len(f) > 1 && len(f[len(f)-1]) < MinSecretBytes {
+		short = true
+	}
+	if !short {
+		return nil
+	}
+	return &Error{Op: "secret", Kind: KindPolicyDenied,
+		Err: fmt.Errorf("%w: %s resolves to a value (or a last word) shorter than %d bytes; use a longer credential", ErrSecretTooShort, ref, MinSecretBytes)}
 }
-
-func (r *redactor) add(v string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	forms := []string{v}
-	// The token of "Bearer xyz" alone is as secret as the whole value.
-	if f := strings.Fields(v); len(f) > 1 {
-		forms = append(forms, f[len(f)-1])
-	}
-	for _, s := range forms {
-		for _, form := range jsonForms(s) {
-			if form != "" && !slices.Contains(r.values, form) {
-				r.values = append(r.values, form)
-			}
-		}
-	}
-	sort.Slice(r.values, func(i, j int) bool { return len(r.values[i]) > len(r.values[j]) })
-}
-
-// jsonForms returns s plus the ways JSON encoders may escape it.
-func jsonForms(s string) []string {
-	out := []string{s}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	plain := strings.TrimSuffix(b.String(), "\n")
-	out = append(out, plain[1:len(plain)-1])
-	html, _ := json.Marshal(s)
-	out = append(out, string(html[1:len(html)-1]))
-	return out
-}
-
-func (r *redactor) string(s string) string {
-	if r == nil {
-		return s
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, v := range r.values {
-		s = strings.ReplaceAll(s, v, Redacted)
-	}
-	return s
-}
-
-// json scrubs a JSON message; if scrubbing broke its syntax the result is the
-// scrubbed text as a JSON string, so a frame body is always valid JSON.
-func (r *redactor) json(b []byte) json.RawMessage {
-	if r == nil || len(b) == 0 {
-		return b
-	}
-	r.mu.Lock()
-	hit := false
-	for _, v := range r.values {
-		if bytes.Contains(b, []byte(v)) {
-			hit = true
-			break
-		}
-	}
-	r.mu.Unlock()
-	if !hit {
-		return slices.Clone(b)
-	}
-	s := r.string(string(b))
-	if json.Valid([]byte(s)) {
-		return json.RawMessage(s)
-	}
-	q, _ := json.Marshal(s)
-	return q
-}
-
-// error scrubs err's message; the result keeps err in its chain only when
-// nothing had to be scrubbed.
-func (r *redactor) error(err error) error {
-	if err == nil || r == nil {
-		return err
-	}
-	msg := err.Error()
-	if red := r.string(msg); red != msg {
-		return redactedError(red)
-	}
-	return err
-}
-
-type redactedError string
-
-func (e redactedError) Error() string { return string(e) }

@@ -123,13 +123,14 @@ type wireTool struct {
 // the end, at most MaxToolPages pages and MaxTools tools. A tool without an
 // inputSchema, or a duplicate name, is skipped with a warning.
 func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
+	s.toolsChanged.Store(false) // a change announced from here on makes the next call list again
 	cat := &Catalog{}
 	seen := map[string]bool{}
 	cursor := ""
 	for page := 1; ; page++ {
 		if page > MaxToolPages {
 			return nil, &Error{Op: "tools/list", Kind: KindMalformed, Sent: true,
-				Message: fmt.Sprintf("more than %d pages of tools (last cursor %q)", MaxToolPages, truncate(cursor, 64))}
+				Message: fmt.Sprintf("more than %d pages of tools (last cursor %q)", MaxToolPages, s.c.red.cut(cursor, 64))}
 		}
 		var params any
 		if cursor != "" {
@@ -143,21 +144,21 @@ func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor *string           `json:"nextCursor"`
 		}
-		if err := json.Unmarshal(m.Result, &res); err != nil {
+		if err := strictUnmarshal(m.Result, &res); err != nil {
 			return nil, &Error{Op: "tools/list", Kind: KindMalformed, Sent: true, Err: fmt.Errorf("%w: page %d: %v", errMalformed, page, err)}
 		}
 		for i, raw := range res.Tools {
 			var wt wireTool
-			if err := json.Unmarshal(raw, &wt); err != nil || wt.Name == "" {
+			if err := strictUnmarshal(raw, &wt); err != nil || wt.Name == "" {
 				cat.Warnings = append(cat.Warnings, fmt.Sprintf("page %d tool %d: skipped: not a tool object with a name", page, i))
 				continue
 			}
 			if !present(wt.InputSchema) || !strings.HasPrefix(strings.TrimSpace(string(wt.InputSchema)), "{") {
-				cat.Warnings = append(cat.Warnings, fmt.Sprintf("tool %q: skipped: no inputSchema object", truncate(wt.Name, 128)))
+				cat.Warnings = append(cat.Warnings, fmt.Sprintf("tool %q: skipped: no inputSchema object", s.c.red.cut(wt.Name, 128)))
 				continue
 			}
 			if seen[wt.Name] {
-				cat.Warnings = append(cat.Warnings, fmt.Sprintf("tool %q: skipped: duplicate name", truncate(wt.Name, 128)))
+				cat.Warnings = append(cat.Warnings, fmt.Sprintf("tool %q: skipped: duplicate name", s.c.red.cut(wt.Name, 128)))
 				continue
 			}
 			seen[wt.Name] = true

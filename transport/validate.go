@@ -52,21 +52,11 @@ func validate(t Tool, schema, doc []byte, which string, kind Kind) error {
 	if !present(schema) {
 		return fail("no %sSchema", which)
 	}
-	if err := checkDepth(schema); err != nil {
-		return fail("schema: %v", err)
-	}
-	if err := checkDepth(doc); err != nil {
-		return fail("%v", err)
-	}
-	sch, err := schemas.compile(schema)
+	cs, inst, err := prepare(t.Name, which, op, kind, schema, doc)
 	if err != nil {
-		return fail("%v", err)
+		return err
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return fail("%s is not JSON: %v", which, err)
-	}
-	err = sch.Validate(inst)
+	err = cs.sch.Validate(inst)
 	if err == nil {
 		return nil
 	}
@@ -91,6 +81,60 @@ func validate(t Tool, schema, doc []byte, which string, kind Kind) error {
 	return fail("%s", strings.Join(parts, "; "))
 }
 
+// prepare checks schema and doc against the bounds, compiles the schema
+// and decodes the instance. Over a bound is KindSchemaTooComplex; anything
+// else wrong is kind.
+func prepare(tool, which, op string, kind Kind, schema, doc []byte) (*compiledSchema, any, error) {
+	fail := func(format string, args ...any) error {
+		return &Error{Op: op, Kind: kind, Message: fmt.Sprintf("tool %q: ", tool) + fmt.Sprintf(format, args...)}
+	}
+	tooComplex := func(err error) error {
+		return &Error{Op: op, Kind: KindSchemaTooComplex, Message: fmt.Sprintf("tool %q: %sSchema is too complex: %v", tool, which, err)}
+	}
+	if len(schema) > MaxSchemaBytes {
+		return nil, nil, tooComplex(fmt.Errorf("schema is %d bytes, more than %d", len(schema), MaxSchemaBytes))
+	}
+	if err := checkDepth(schema); err != nil {
+		return nil, nil, tooComplex(fmt.Errorf("schema: %w", err))
+	}
+	if n := countObjects(schema); n > MaxSchemaNodes {
+		return nil, nil, tooComplex(fmt.Errorf("schema has %d objects, more than %d subschemas", n, MaxSchemaNodes))
+	}
+	if err := checkDepth(doc); err != nil {
+		return nil, nil, fail("%v", err)
+	}
+	cs, err := schemas.compile(schema)
+	if err != nil {
+		var tc *schemaTooComplex
+		if errors.As(err, &tc) {
+			return nil, nil, tooComplex(err)
+		}
+		return nil, nil, fail("%v", err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return nil, nil, fail("%s is not JSON: %v", which, err)
+	}
+	if err := checkBudget(cs.sch, cs.graph, doc, inst); err != nil {
+		return nil, nil, tooComplex(err)
+	}
+	return cs, inst, nil
+}
+
+// CheckSchemaBudget returns a KindSchemaTooComplex error when validating
+// doc against schema (JSON Schema 2020-12 by default) may exceed the
+// bounds (MaxSchemaBytes, MaxSchemaNodes, nesting depth,
+// MaxValidationSteps), naming name; otherwise nil, whatever else is wrong
+// with either. It guards validators other than ValidateArguments and
+// ValidateOutput (e.g. a workflow task's outputSchema) before they run.
+func CheckSchemaBudget(name string, schema, doc []byte) error {
+	_, _, err := prepare(name, "output", "validate output", KindInvalidOutput, schema, doc)
+	if KindOf(err) == KindSchemaTooComplex {
+		return err
+	}
+	return nil
+}
+
 // schemaLoc is the location every tool schema is compiled under.
 const schemaLoc = "agentctl:///tool/schema.json"
 
@@ -105,22 +149,28 @@ const maxCachedSchemaBytes = 1 << 20
 // and again. Compilation depends on nothing but the bytes (no loader, a
 // fixed draft), so equal bytes give an equal schema. A compiled schema is
 // immutable and safe for concurrent Validate calls.
-var schemas = &schemaCache{m: map[string]*jsonschema.Schema{}}
+var schemas = &schemaCache{m: map[string]*compiledSchema{}}
 
 type schemaCache struct {
 	mu    sync.Mutex
-	m     map[string]*jsonschema.Schema
+	m     map[string]*compiledSchema
 	bytes int
+}
+
+// compiledSchema is a compiled schema and what the budget pre-pass needs of its graph.
+type compiledSchema struct {
+	sch   *jsonschema.Schema
+	graph *schemaGraph
 }
 
 // compile returns the compiled schema for raw, compiling it on a miss; a
 // schema that fails to compile is not cached.
-func (c *schemaCache) compile(raw []byte) (*jsonschema.Schema, error) {
+func (c *schemaCache) compile(raw []byte) (*compiledSchema, error) {
 	c.mu.Lock()
-	sch, ok := c.m[string(raw)]
+	cs, ok := c.m[string(raw)]
 	c.mu.Unlock()
 	if ok {
-		return sch, nil
+		return cs, nil
 	}
 	sdoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
@@ -132,12 +182,17 @@ func (c *schemaCache) compile(raw []byte) (*jsonschema.Schema, error) {
 	if err := comp.AddResource(schemaLoc, sdoc); err != nil {
 		return nil, fmt.Errorf("schema: %v", err)
 	}
-	sch, err = comp.Compile(schemaLoc)
+	sch, err := comp.Compile(schemaLoc)
 	if err != nil {
 		return nil, fmt.Errorf("schema does not compile: %s", strings.ReplaceAll(err.Error(), schemaLoc, ""))
 	}
+	g, err := walkSchema(sch)
+	if err != nil {
+		return nil, err
+	}
+	cs = &compiledSchema{sch: sch, graph: g}
 	if len(raw) > maxCachedSchemaBytes/4 {
-		return sch, nil
+		return cs, nil
 	}
 	c.mu.Lock()
 	if c.bytes+len(raw) > maxCachedSchemaBytes {
@@ -145,9 +200,9 @@ func (c *schemaCache) compile(raw []byte) (*jsonschema.Schema, error) {
 		c.bytes = 0
 	}
 	if _, ok := c.m[string(raw)]; !ok {
-		c.m[string(raw)] = sch
+		c.m[string(raw)] = cs
 		c.bytes += len(raw)
 	}
 	c.mu.Unlock()
-	return sch, nil
+	return cs, nil
 }

@@ -23,24 +23,11 @@ import (
 
 // manyCalls is a workflow of n sequential echo tasks on one server.
 func manyCalls(url string, n int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: bench}
-spec:
-  policy:
-    networkAllowlist: [127.0.0.1]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    local: {url: %q, timeoutSeconds: 30}
-  actions:
-    act: {kind: mcp.call, idempotency: idempotent}
-  tasks:
-`, url)
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "    - {id: t%d, uses: action:act, with: {server: local, tool: echo, arguments: {message: m%d}}}\n", i, i)
+	tasks := make([]testkit.Task, n)
+	for i := range tasks {
+		tasks[i] = testkit.Task{ID: fmt.Sprintf("t%d", i), Action: "act", Idempotency: "idempotent", Tool: "echo", Arguments: fmt.Sprintf("{message: m%d}", i)}
 	}
-	return b.String()
+	return testkit.Workflow{Name: "bench", URL: url, Tasks: tasks}.YAML()
 }
 
 // BenchmarkCallOverhead measures, in one run against one go-sdk server and

@@ -20,6 +20,8 @@
 //     from its recorded state, never sent blindly again.
 //   - reconcile.go: [Reconcile], an operator's verdict on an uncertain call.
 //   - replay.go: [PrepareReplay] and [ReplayDialer] run a workflow again
-//     against the recorded answers of a source run, without the network.
+//     against the recorded answers of a source run, without the network;
+//     replay_index.go reads the source run into an index (one indexer
+//     method per event type), replay_session.go answers from it.
 //   - run_adhoc.go: [Runner.ListTools], the one-task run of `mcp tools`.
 package workflow

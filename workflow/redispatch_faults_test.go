@@ -117,7 +117,9 @@ func TestRedispatch_Triggers(t *testing.T) {
 			return mcptest.Fault{RPCMethod: "tools/call", Hang: hang, Nth: 1}
 		}, true, "uncertain"},
 		{"transport_loss", func() mcptest.Fault {
-			return mcptest.Fault{RPCMethod: "tools/call", CloseAfterPriming: true, Nth: 1}
+			// Retry 1 ms: resume at once, so the GET meets the 405 below (with the
+			// default 1 s delay the 1 s timeout ended the call before any GET).
+			return mcptest.Fault{RPCMethod: "tools/call", CloseAfterPriming: true, Retry: 1, Nth: 1}
 		}, true, "uncertain"},
 		{"malformed", func() mcptest.Fault {
 			return mcptest.Fault{RPCMethod: "tools/call", Body: []byte(`{"jsonrpc":"2.0","id":`), Nth: 1}

@@ -53,6 +53,7 @@ func TestReplay_ResumeAndServerRequests(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := mcptest.NewServer(mcptest.Options{}, tc.tools...)
+			t.Cleanup(func() { srv.CheckFaults(t) }) // closed early to block the network; its faults must still have fired
 			for _, f := range tc.faults {
 				srv.Inject(f)
 			}

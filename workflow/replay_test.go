@@ -198,6 +198,7 @@ func TestReplay_EqualsSourceWithoutNetwork(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := mcptest.NewServer(mcptest.Options{JSONResponse: tc.json}, searchTools(3, tc.getErr)...)
+			t.Cleanup(func() { srv.CheckFaults(t) }) // closed early to block the network; its faults must still have fired
 			if tc.fault != nil {
 				srv.Inject(*tc.fault)
 			}
@@ -249,7 +250,7 @@ func TestReplay_EqualsSourceWithoutNetwork(t *testing.T) {
 func TestReplay_DivergenceNamesTaskAndField(t *testing.T) {
 	srv := mcptest.Start(t, mcptest.Options{}, searchTools(0, nil)...)
 	db := openDB(t)
-	env := func(string) string { return "Bearer x" }
+	env := func(string) string { return "Bearer x-token-1234" } // at least 8 bytes: shorter secrets are refused
 	src, err := (&workflow.Runner{DB: db, Getenv: env}).Run(context.Background(), mustParse(t, twoTasks(srv.URL, "pure")), map[string]any{"query": "mcp"}, workflow.RunOptions{})
 	if err != nil || src.Err != nil {
 		t.Fatalf("source: %v / %v", err, src.Err)

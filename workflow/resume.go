@@ -159,7 +159,7 @@ func (rn *run) decideTask(ctx context.Context, t spec.TaskSpec) (any, *Error, *p
 			out, fail := rn.finishAttempt(t, a.started.Attempt, nil, ExitFailed, fmt.Errorf("reconciled result: %w", err), nil)
 			return out, fail, nil
 		}
-		out, code, err := checkContract(t, out)
+		out, code, err := rn.checkContract(t, out)
 		out, fail := rn.finishAttempt(t, a.started.Attempt, out, code, err, nil)
 		return out, fail, nil
 	case a.call != nil && a.call.reconciled != nil && a.call.m.State == fsm.Failed:

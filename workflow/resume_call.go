@@ -75,14 +75,9 @@ func (c *call) resumePrepared(ctx context.Context) (any, error) {
 		return nil, err
 	}
 	c.rs, c.gen = rs, rs.gen
-	tool, ok := rs.catalog.Find(c.tool.Name)
-	switch {
-	case !ok:
-		return nil, c.failDefinitive(ctx, &callFailure{kind: "tool_missing",
-			msg: fmt.Sprintf("%s: tool %q is gone from %q (generation %d); not sent", fsm.ReasonToolMissing, c.tool.Name, rs.name, rs.gen)})
-	case tool.Digest() != c.schemaDigest:
-		return nil, c.failDefinitive(ctx, &callFailure{kind: "schema_changed",
-			msg: fmt.Sprintf("%s: tool %q changed schema since prepared (%s → %s); not sent", fsm.ReasonSchemaChanged, c.tool.Name, c.schemaDigest, tool.Digest())})
+	tool, _, f := c.sameTool(rs, false)
+	if f != nil {
+		return nil, c.failDefinitive(ctx, f)
 	}
 	c.tool = tool
 	return c.dispatch(ctx)

@@ -6,11 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,12 +50,6 @@ type Runner struct {
 	// Observe, when set, sees every event right after it is committed
 	// (progress display, JSONL streaming). It must not block for long.
 	Observe func(events.Event)
-	// CrashAfter is a test hook: the process kills itself with SIGKILL right
-	// after committing the first event of this type, or whose
-	// projector.Describe line is this ("call.transition
-	// prepared->dispatched"); a "#N" suffix picks the Nth such event.
-	// Empty disables it.
-	CrashAfter string
 	// NewRunID makes run ids; nil = "run-" + UUIDv7.
 	NewRunID func() string
 	// Now is the clock retry schedules are computed with; nil = time.Now.
@@ -68,6 +59,10 @@ type Runner struct {
 	// Jitter, when set, turns a retry's computed wait into the one used
 	// (recorded in task.retry_scheduled, so resume and replay reuse it).
 	Jitter func(time.Duration) time.Duration
+	// Stop, when set and closed, stops the run before its next task starts,
+	// without run.finished: the run stays resumable (the worker's graceful
+	// shutdown). Tasks in flight finish first.
+	Stop <-chan struct{}
 }
 
 // RunOptions describe how a run came to be.
@@ -151,12 +146,7 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 		return nil, err
 	}
 	defer unlock()
-	servers := map[string]string{}
-	for name, s := range wf.Spec.MCPServers {
-		servers[name] = s.URL
-	}
-	created := projector.RunCreated{RunID: rn.id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
-		Inputs: inputs, Mode: opts.Mode, SourceRunID: opts.SourceRunID, Servers: servers, Command: opts.Command}
+	created := runCreated(rn.id, wf, inputs, opts)
 	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: created}); err != nil {
 		return nil, err
 	}
@@ -204,18 +194,18 @@ type runState struct {
 	sessMu sync.Mutex
 	// log is the run as recorded before a resume; nil for a fresh run.
 	log *runLog
-	// obsMu serialises the observer and the crash hook, which see events
-	// in seq order whatever order concurrent commits return in.
+	// obsMu serialises the observer, which sees events in seq order
+	// whatever order concurrent commits return in.
 	obsMu   sync.Mutex
 	obsNext int64
 	obsHeld map[int64]events.Event
-	crashAt crashPoint
+	// contracts holds the tasks' compiled outputSchemas.
+	contracts contractSchemas
 }
 
 func newRun(r *Runner, wf *spec.Workflow, id string, inputs map[string]any) *run {
 	return &run{runState: &runState{r: r, wf: wf, id: id, scope: spec.Scope{Inputs: inputs, Tasks: map[string]any{}}, concurrency: wf.TaskConcurrency(),
-		remotes: map[string]*remoteState{}, conns: map[string]Conn{}, gens: map[string]int{}, obsHeld: map[int64]events.Event{},
-		crashAt: parseCrashPoint(r.CrashAfter)}}
+		remotes: map[string]*remoteState{}, conns: map[string]Conn{}, gens: map[string]int{}, obsHeld: map[int64]events.Event{}}}
 }
 
 // fork returns a new lane of the same run, with nothing pending.
@@ -267,11 +257,11 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	return nil
 }
 
-// observe shows committed events to the observer and the crash hook in seq
+// observe shows committed events to the observer in seq
 // order: a batch that commits after a later one of another task is held
 // until the gap before it is shown.
 func (rn *run) observe(evs []events.Event) {
-	if len(evs) == 0 || (rn.r.Observe == nil && rn.crashAt.match == "") {
+	if len(evs) == 0 || rn.r.Observe == nil {
 		return
 	}
 	rn.obsMu.Lock()
@@ -292,43 +282,9 @@ func (rn *run) observe(evs []events.Event) {
 		if rn.r.Observe != nil {
 			rn.r.Observe(e)
 		}
-		if rn.crashAt.hit(e) {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // never returns: the process is gone
-		}
 	}
 }
 
-// crashPoint is the parsed Runner.CrashAfter hook: an event type or a
-// projector.Describe line ("call.transition prepared->dispatched"),
-// optionally "#N" for its Nth occurrence in this process (default 1).
-type crashPoint struct {
-	match string
-	nth   int
-	seen  int
-}
-
-func parseCrashPoint(s string) crashPoint {
-	if s == "" {
-		return crashPoint{}
-	}
-	cp := crashPoint{match: s, nth: 1}
-	if i := strings.LastIndexByte(s, '#'); i > 0 {
-		if n, err := strconv.Atoi(s[i+1:]); err == nil && n > 0 {
-			cp.match, cp.nth = s[:i], n
-		}
-	}
-	return cp
-}
-
-// hit reports whether e is the event after which the process must die.
-func (cp *crashPoint) hit(e events.Event) bool {
-	if cp.match == "" || (e.Type != cp.match && projector.Describe(e) != cp.match) {
-		return false
-	}
-	cp.seen++
-	return cp.seen == cp.nth
-}
 
 func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
 	rn.closeSessions()
@@ -363,12 +319,15 @@ func exitFor(err error) int {
 	if errors.As(err, &se) {
 		return ExitStorage
 	}
+	if errors.Is(err, transport.ErrSecretTooShort) { // bad input: refused before anything was sent
+		return ExitInvalid
+	}
 	switch transport.KindOf(err) {
 	case transport.KindPolicyDenied:
 		return ExitUncertain
 	case transport.KindCancelled:
 		return ExitCancelled
-	case transport.KindRemoteError, transport.KindToolError, transport.KindInvalidArguments, transport.KindInvalidOutput, "":
+	case transport.KindRemoteError, transport.KindToolError, transport.KindInvalidArguments, transport.KindInvalidOutput, transport.KindSchemaTooComplex, "":
 		return ExitFailed
 	}
 	return ExitRemote

@@ -19,7 +19,6 @@ func (r *Runner) ListTools(ctx context.Context, wf *spec.Workflow, remote string
 		newID = func() string { return NewRunID("run") }
 	}
 	rn := newRun(r, wf, newID(), nil)
-	rn.crashAt = crashPoint{}
 	created := projector.RunCreated{RunID: rn.id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
 		Inputs: map[string]any{}, Mode: "adhoc", Servers: map[string]string{remote: wf.Spec.MCPServers[remote].URL}, Command: "mcp tools"}
 	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: created}); err != nil {
@@ -35,7 +34,7 @@ func (r *Runner) ListTools(ctx context.Context, wf *spec.Workflow, remote string
 	var fail *Error
 	if err != nil {
 		code := exitFor(err)
-		fin.State, fin.Error = stateForExit(code), err.Error()
+		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
 		fail = &Error{RunID: rn.id, Code: code, Err: err}
 	} else {
 		names := make([]string, 0, len(rs.catalog.Tools))

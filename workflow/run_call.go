@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,7 +65,7 @@ func (c *call) run(ctx context.Context) (any, error) {
 		prep.IdempotencyKey = c.effectID
 	}
 	if rec, ok := c.rs.sess.(Recorded); ok {
-		prep.SourceRunID, prep.SourceEffectID = rec.SourceRunID(), rec.SourceEffectID(c.task.ID, c.attempt, 1)
+		prep.SourceRunID, prep.SourceEffectID = rec.SourceRunID(), rec.Expect(c.task.ID, c.attempt, 1)
 	}
 	// Committed with the dispatch transition and the request frame.
 	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallPrepared, Payload: prep})
@@ -169,22 +170,39 @@ func (c *call) reconnect(ctx context.Context) error {
 		return err
 	}
 	c.rs, c.gen = rs, rs.gen
-	tool, ok := rs.catalog.Find(c.tool.Name)
-	switch {
-	case !ok:
-		f := &callFailure{kind: "tool_missing", msg: fmt.Sprintf("tool %q is gone after reconnecting to %q (generation %d); not resent", c.tool.Name, rs.name, rs.gen)}
+	tool, trigger, f := c.sameTool(rs, true)
+	if f != nil {
 		rn.pending = append(rn.pending, c.errorRecord(f))
-		_, ferr := c.fire(fsm.ToolMissing, f.msg, false)
-		return errors.Join(f, ferr)
-	case tool.Digest() != c.schemaDigest:
-		f := &callFailure{kind: "schema_changed", msg: fmt.Sprintf("tool %q changed schema after reconnecting (%s → %s); not resent", c.tool.Name, c.schemaDigest, tool.Digest())}
-		rn.pending = append(rn.pending, c.errorRecord(f))
-		_, ferr := c.fire(fsm.SchemaChanged, f.msg, false)
+		_, ferr := c.fire(trigger, f.msg, false)
 		return errors.Join(f, ferr)
 	}
 	c.tool = tool
 	_, err = c.fire(fsm.Reconnected, "", true)
 	return err
+}
+
+// sameTool finds the call's tool in the catalog of the session rs just
+// opened and checks that its schema digest is the one recorded at
+// prepared: only then may the call be sent on rs (resend: sent again
+// after a reconnect; otherwise: a prepared call resume sends at last).
+// Else it returns the definitive failure and the trigger that records it.
+func (c *call) sameTool(rs *remoteState, resend bool) (transport.Tool, fsm.Trigger, *callFailure) {
+	tool, ok := rs.catalog.Find(c.tool.Name)
+	switch {
+	case !ok && resend:
+		return tool, fsm.ToolMissing, &callFailure{kind: fsm.ReasonToolMissing,
+			msg: fmt.Sprintf("tool %q is gone after reconnecting to %q (generation %d); not resent", c.tool.Name, rs.name, rs.gen)}
+	case !ok:
+		return tool, fsm.ToolMissing, &callFailure{kind: fsm.ReasonToolMissing,
+			msg: fmt.Sprintf("%s: tool %q is gone from %q (generation %d); not sent", fsm.ReasonToolMissing, c.tool.Name, rs.name, rs.gen)}
+	case tool.Digest() != c.schemaDigest && resend:
+		return tool, fsm.SchemaChanged, &callFailure{kind: fsm.ReasonSchemaChanged,
+			msg: fmt.Sprintf("tool %q changed schema after reconnecting (%s → %s); not resent", c.tool.Name, c.schemaDigest, tool.Digest())}
+	case tool.Digest() != c.schemaDigest:
+		return tool, fsm.SchemaChanged, &callFailure{kind: fsm.ReasonSchemaChanged,
+			msg: fmt.Sprintf("%s: tool %q changed schema since prepared (%s → %s); not sent", fsm.ReasonSchemaChanged, c.tool.Name, c.schemaDigest, tool.Digest())}
+	}
+	return tool, "", nil
 }
 
 // complete validates a result and ends the call.
@@ -198,7 +216,40 @@ func (c *call) complete(ctx context.Context, res *transport.CallResult) (any, er
 	rec := projector.CallResult{EffectID: c.effectID, JSONRPCID: res.ID, IsError: res.IsError, ResultDigest: digest, Output: output,
 		Structured: len(res.StructuredContent) > 0}
 	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallResult, Payload: rec})
+	if !res.IsError && !cheapToValidate(c.tool, res) {
+		// The response frame and call.result are on disk before a
+		// validation that may cost real work starts: whatever it does
+		// (it is bounded, see transport's schema budget), the evidence of
+		// what the server answered is already kept.
+		if err := rn.append(); err != nil {
+			return nil, err
+		}
+	}
 	return c.conclude(ctx, rec)
+}
+
+// cheapToValidateBytes bounds the results whose validation rides with the
+// outcome's commit instead of following a commit of its own.
+const cheapToValidateBytes = 16 << 10
+
+// cheapToValidate reports whether validating res against the tool's
+// outputSchema is trivially cheap: a small result and a schema with no
+// reference or combinator, whose validation is one walk of the value. Such
+// a validation rides with the outcome's commit (one commit per call); any
+// other starts only after the response frame is committed.
+func cheapToValidate(t transport.Tool, res *transport.CallResult) bool {
+	if len(t.OutputSchema) == 0 {
+		return len(res.StructuredContent) == 0
+	}
+	if len(res.Raw) > cheapToValidateBytes || len(t.OutputSchema) > cheapToValidateBytes {
+		return false
+	}
+	for _, kw := range []string{`"$ref"`, `"$dynamicRef"`, `"allOf"`, `"anyOf"`, `"oneOf"`, `"not"`, `"if"`, `"dependentSchemas"`, `"patternProperties"`, `"unevaluatedProperties"`, `"unevaluatedItems"`, `"contains"`} {
+		if bytes.Contains(t.OutputSchema, []byte(kw)) {
+			return false
+		}
+	}
+	return true
 }
 
 // conclude validates a recorded result and ends the call: isError and an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
@@ -128,7 +129,7 @@ func (rn *run) execute(ctx context.Context) *Result {
 		}()
 	}
 	for {
-		if stop == nil && ctx.Err() == nil {
+		if stop == nil && ctx.Err() == nil && !rn.stopping() {
 			for i := range tasks {
 				if running >= limit {
 					break
@@ -172,6 +173,9 @@ func (rn *run) execute(ctx context.Context) *Result {
 			c.taken = true
 			rn.pending = append(rn.pending, c.recs...)
 		}
+	}
+	if stop == nil && ctx.Err() == nil && rn.stopping() && slices.Contains(state, tsWaiting) {
+		return rn.stopped()
 	}
 	reason := ""
 	switch {

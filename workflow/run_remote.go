@@ -33,8 +33,10 @@ type Recorded interface {
 	SourceRunID() string
 	// SourceTaskID is the task of the source run that opened this session.
 	SourceTaskID() string
-	// SourceEffectID names the source call that answers this task attempt's call.
-	SourceEffectID(taskID string, attempt, ordinal int) string
+	// Expect tells the session which call the run loop prepares next
+	// (task attempt and ordinal): the next CallTool must match the recorded
+	// call there. It returns that call's effect id, "" if none was recorded.
+	Expect(taskID string, attempt, ordinal int) string
 }
 
 // SessionInfo is what initialize established.

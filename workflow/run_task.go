@@ -60,7 +60,7 @@ func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *log
 func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error, next *projector.TaskRetryScheduled) (any, *Error) {
 	fin := projector.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
 	if err != nil {
-		fin.State, fin.Error = stateForExit(code), err.Error()
+		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
 	} else {
 		fin.Output, _ = json.Marshal(out)
 	}
@@ -114,14 +114,14 @@ func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem 
 		var div *DivergenceError
 		return nil, code, err, c.m.State == fsm.Failed && code == ExitFailed && !errors.As(err, &div)
 	}
-	out, code, err = checkContract(t, out)
+	out, code, err = rn.checkContract(t, out)
 	return out, code, err, err != nil
 }
 
 // checkContract applies the task's outputSchema to its output.
-func checkContract(t spec.TaskSpec, out any) (any, int, error) {
+func (rn *run) checkContract(t spec.TaskSpec, out any) (any, int, error) {
 	if len(t.OutputSchema) > 0 {
-		if err := validateContract(t.OutputSchema, out); err != nil {
+		if err := rn.contracts.validateContract(t.OutputSchema, out); err != nil {
 			return nil, ExitFailed, fmt.Errorf("output contract: %w", err)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -26,24 +25,9 @@ func openDB(tb testing.TB) *events.DB {
 
 // oneCall is a workflow with one task calling tool on url.
 func oneCall(url, tool, idem, args string) string {
-	return fmt.Sprintf(`apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: one-call}
-spec:
-  policy:
-    networkAllowlist: [127.0.0.1]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    local: {url: %q, timeoutSeconds: 30}
-  actions:
-    act: {kind: mcp.call, idempotency: %s}
-  tasks:
-    - id: only
-      uses: action:act
-      with: {server: local, tool: %s, arguments: %s}
-  outputs:
-    result: "${{ tasks.only.output }}"
-`, url, idem, tool, args)
+	return testkit.Workflow{Name: "one-call", URL: url,
+		Tasks:   []testkit.Task{{ID: "only", Action: "act", Idempotency: idem, Tool: tool, Arguments: args}},
+		Outputs: []testkit.Output{{Name: "result", Value: "${{ tasks.only.output }}"}}}.YAML()
 }
 
 func mustParse(tb testing.TB, src string) *spec.Workflow {

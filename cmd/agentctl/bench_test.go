@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -31,28 +31,11 @@ func buildAgentctl(b *testing.B) string {
 // benchWorkflow writes a workflow of n sequential calls of tool on url.
 func benchWorkflow(b *testing.B, url, tool string, n int) string {
 	b.Helper()
-	var s strings.Builder
-	fmt.Fprintf(&s, `apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: bench}
-spec:
-  policy:
-    networkAllowlist: [127.0.0.1]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    s: {url: %q, timeoutSeconds: 30}
-  actions:
-    call: {kind: mcp.call, idempotency: at_most_once}
-  tasks:
-`, url)
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&s, "    - {id: t%d, uses: action:call, with: {server: s, tool: %q}}\n", i, tool)
+	tasks := make([]testkit.Task, n)
+	for i := range tasks {
+		tasks[i] = testkit.Task{ID: fmt.Sprintf("t%d", i), Action: "call", Idempotency: "at_most_once", Tool: tool}
 	}
-	path := filepath.Join(b.TempDir(), "bench.yaml")
-	if err := os.WriteFile(path, []byte(s.String()), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	return path
+	return testkit.Workflow{Name: "bench", Server: "s", URL: url, Tasks: tasks}.WriteFile(b)
 }
 
 // BenchmarkBoundedMemory runs the built binary against a server that

@@ -30,34 +30,31 @@ were written incrementally while the run was recorded.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			db, err := a.openExisting(ctx)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			var ids []string
-			if len(args) == 1 {
-				ok, err := db.RunExists(ctx, args[0])
-				if err != nil {
+			return a.withExistingDB(ctx, func(db *events.DB) (err error) {
+				var ids []string
+				if len(args) == 1 {
+					ok, err := db.RunExists(ctx, args[0])
+					if err != nil {
+						return err
+					}
+					if !ok {
+						return usageErr("unknown run %q", args[0])
+					}
+					ids = args
+				} else if ids, err = projector.RunIDs(ctx, db); err != nil {
 					return err
 				}
-				if !ok {
-					return usageErr("unknown run %q", args[0])
+				for _, id := range ids {
+					if err := projector.Rebuild(ctx, db, id); err != nil {
+						return err
+					}
 				}
-				ids = args
-			} else if ids, err = projector.RunIDs(ctx, db); err != nil {
-				return err
-			}
-			for _, id := range ids {
-				if err := projector.Rebuild(ctx, db, id); err != nil {
-					return err
+				if a.output != "human" {
+					return a.printJSON(a.stdout, "RebuildProjections", true, map[string]any{"runs": ids})
 				}
-			}
-			if a.output != "human" {
-				return a.printJSON(a.stdout, "RebuildProjections", true, map[string]any{"runs": ids})
-			}
-			fmt.Fprintf(a.stdout, "rebuilt projections of %d run(s)\n", len(ids))
-			return nil
+				fmt.Fprintf(a.stdout, "rebuilt projections of %d run(s)\n", len(ids))
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(rebuild, a.encryptionCmd())
@@ -106,15 +103,12 @@ audit export and audit verify need no key: the hash chain covers the stored byte
 			if err != nil {
 				return err
 			}
-			db, err := a.openDB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if err := db.EnableEncryption(cmd.Context(), keyID, key); err != nil {
-				return encryptionErr(err)
-			}
-			return a.printEncryption(db.Encryption(), "enabled")
+			return a.withDB(cmd.Context(), func(db *events.DB) error {
+				if err := db.EnableEncryption(cmd.Context(), keyID, key); err != nil {
+					return encryptionErr(err)
+				}
+				return a.printEncryption(db.Encryption(), "enabled")
+			})
 		},
 	}
 	rotate := &cobra.Command{
@@ -127,15 +121,12 @@ audit export and audit verify need no key: the hash chain covers the stored byte
 			if err != nil {
 				return err
 			}
-			db, err := a.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if err := db.RotateKey(cmd.Context(), keyID, key); err != nil {
-				return encryptionErr(err)
-			}
-			return a.printEncryption(db.Encryption(), "rotated")
+			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
+				if err := db.RotateKey(cmd.Context(), keyID, key); err != nil {
+					return encryptionErr(err)
+				}
+				return a.printEncryption(db.Encryption(), "rotated")
+			})
 		},
 	}
 	keyFlags(enable)
@@ -146,12 +137,9 @@ audit export and audit verify need no key: the hash chain covers the stored byte
 		Example: `  agentctl db encryption status --output json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := a.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			return a.printEncryption(db.Encryption(), "")
+			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
+				return a.printEncryption(db.Encryption(), "")
+			})
 		},
 	}
 	cmd.AddCommand(enable, rotate, status)

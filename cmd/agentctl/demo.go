@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/examples"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/projector"
@@ -53,29 +54,26 @@ database, and prints the outputs and an inspect summary.`,
 			if err != nil {
 				return err
 			}
-			db, err := a.openDB(ctx)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			fmt.Fprintf(a.stderr, "demo server %s (agentctl-demo, go-sdk)\n", url)
-			res, err := a.runner(db).Run(ctx, wf, inputs, workflow.RunOptions{Command: "demo"})
-			if err != nil {
-				return err
-			}
-			if a.output != "human" {
-				return a.printResult(res)
-			}
-			if err := a.printResult(res); err != nil {
-				return err
-			}
-			doc, err := projector.Inspect(ctx, db, res.RunID)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "\nrun %s: %s, %d tasks, %d calls, %d events (database %s)\n", doc.Run.RunID, doc.Run.State, len(doc.Tasks), doc.Run.Calls, doc.Run.Events, db.Path())
-			fmt.Fprintf(a.stdout, "next: agentctl inspect %s\n", res.RunID)
-			return nil
+			return a.withDB(ctx, func(db *events.DB) error {
+				fmt.Fprintf(a.stderr, "demo server %s (agentctl-demo, go-sdk)\n", url)
+				res, err := a.runner(db).Run(ctx, wf, inputs, workflow.RunOptions{Command: "demo"})
+				if err != nil {
+					return err
+				}
+				if a.output != "human" {
+					return a.printResult(res)
+				}
+				if err := a.printResult(res); err != nil {
+					return err
+				}
+				doc, err := projector.Inspect(ctx, db, res.RunID)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "\nrun %s: %s, %d tasks, %d calls, %d events (database %s)\n", doc.Run.RunID, doc.Run.State, len(doc.Tasks), doc.Run.Calls, doc.Run.Events, db.Path())
+				fmt.Fprintf(a.stdout, "next: agentctl inspect %s\n", res.RunID)
+				return nil
+			})
 		},
 	}
 	f.register(cmd)

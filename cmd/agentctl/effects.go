@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -65,12 +66,11 @@ func (a *app) effectsListCmd() *cobra.Command {
 }
 
 func (a *app) listEffects(ctx context.Context, runID string) ([]effectRow, error) {
-	db, err := a.openExisting(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	doc, err := projector.Inspect(ctx, db, runID)
+	var doc *projector.Document
+	err := a.withExistingDB(ctx, func(db *events.DB) (err error) {
+		doc, err = projector.Inspect(ctx, db, runID)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -115,21 +115,18 @@ Then run "agentctl resume RUN_ID". A call that is not uncertain is refused.`,
 				}
 				rq.Result = b
 			}
-			db, err := a.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			rec, err := workflow.Reconcile(cmd.Context(), db, rq)
-			if err != nil {
-				return err
-			}
-			if a.output != "human" {
-				return a.printJSON(a.stdout, "Reconciled", true, rec)
-			}
-			fmt.Fprintf(a.stdout, "call %s of task %s reconciled %s (%s)\nnext: agentctl resume %s\n",
-				rec.EffectID, clean(rec.TaskID), rec.Status, rec.Transition, rec.RunID)
-			return nil
+			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
+				rec, err := workflow.Reconcile(cmd.Context(), db, rq)
+				if err != nil {
+					return err
+				}
+				if a.output != "human" {
+					return a.printJSON(a.stdout, "Reconciled", true, rec)
+				}
+				fmt.Fprintf(a.stdout, "call %s of task %s reconciled %s (%s)\nnext: agentctl resume %s\n",
+					rec.EffectID, clean(rec.TaskID), rec.Status, rec.Transition, rec.RunID)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&status, "status", "", "applied or not-applied (required)")

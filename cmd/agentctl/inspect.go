@@ -1,37 +1,117 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
 )
 
+// autoVerifyBelow: inspect --output json verifies the chain of runs with
+// fewer events than this without being asked (a recompute of ~100k hashes
+// stays well under a second).
+const autoVerifyBelow = 100_000
+
+// inspected is the inspect document with what was verified: chainVerified
+// is null when the chain was not checked (human output without --verify,
+// or a run of 100k events or more), projectionVerified null without
+// --verify.
+type inspected struct {
+	*projector.Document
+	ChainVerified      *bool                `json:"chainVerified"`
+	ChainVersion       string               `json:"chainVersion,omitempty"`
+	ChainError         string               `json:"chainError,omitempty"`
+	ProjectionVerified *bool                `json:"projectionVerified"`
+	ProjectionMismatch []projector.Mismatch `json:"projectionMismatch,omitempty"`
+}
+
 func (a *app) inspectCmd() *cobra.Command {
-	return &cobra.Command{
+	var verify bool
+	cmd := &cobra.Command{
 		Use:   "inspect RUN_ID",
 		Short: "Show a run: tasks, protocol sessions, calls and stream events, from the log",
+		Long: `Shows a run from its projection rows and its log. --verify recomputes the run's hash chain
+(chainVerified) and recomputes every projection row it prints from the log, in a transaction
+that is rolled back (projectionVerified); --output json verifies the chain of runs under 100,000
+events without being asked. A broken chain or a projection that differs from the log is printed,
+then reported as a storage error (exit 5) naming the first bad seq or the table.`,
 		Example: `  agentctl inspect run-0190c3f2-...
+  agentctl inspect run-0190c3f2-... --verify
   agentctl inspect run-0190c3f2-... --output json | jq .data.protocolCalls`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := a.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			doc, err := projector.Inspect(cmd.Context(), db, args[0])
-			if err != nil {
-				return err
-			}
-			if a.output != "human" {
-				return a.printJSON(a.stdout, "Inspect", true, doc)
-			}
-			printInspect(a.stdout, doc)
-			return nil
+			ctx := cmd.Context()
+			return a.withExistingDB(ctx, func(db *events.DB) error {
+				doc, err := projector.Inspect(ctx, db, args[0])
+				if err != nil {
+					return err
+				}
+				out := inspected{Document: doc}
+				var problem error
+				if verify || (a.output != "human" && doc.Run.Events < autoVerifyBelow) {
+					rc, err := db.VerifyRunChain(ctx, args[0])
+					var ce *events.ChainError
+					switch {
+					case errors.As(err, &ce):
+						out.ChainVerified, out.ChainError = boolPtr(false), fmt.Sprintf("seq %d: %s", ce.Seq, ce.Reason)
+						problem = &events.Error{Op: "inspect " + args[0], Path: db.Path(), Err: err}
+					case err != nil:
+						return err
+					default:
+						out.ChainVerified = boolPtr(true)
+					}
+					out.ChainVersion = rc.Chain
+				}
+				if verify {
+					mm, err := projector.VerifyProjection(ctx, db, args[0])
+					if err != nil {
+						return err
+					}
+					out.ProjectionVerified, out.ProjectionMismatch = boolPtr(len(mm) == 0), mm
+					if len(mm) > 0 && problem == nil {
+						problem = &events.Error{Op: "inspect " + args[0], Path: db.Path(), Err: fmt.Errorf("projection differs from the log: %s", mm[0])}
+					}
+				}
+				if a.output != "human" {
+					if err := a.printJSON(a.stdout, "Inspect", problem == nil, out); err != nil {
+						return err
+					}
+					return problem
+				}
+				printInspect(a.stdout, doc)
+				printVerified(a.stdout, out)
+				return problem
+			})
 		},
+	}
+	cmd.Flags().BoolVar(&verify, "verify", false, "recompute the run's hash chain and every projection row shown from the log")
+	return cmd
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// printVerified writes the chain and projection lines of human inspect.
+func printVerified(w io.Writer, v inspected) {
+	switch {
+	case v.ChainVerified == nil:
+		fmt.Fprintln(w, "\nchain     not verified (pass --verify)")
+	case *v.ChainVerified:
+		fmt.Fprintf(w, "\nchain     verified (%s)\n", v.ChainVersion)
+	default:
+		fmt.Fprintf(w, "\nchain     BROKEN at %s\n", clean(v.ChainError))
+	}
+	switch {
+	case v.ProjectionVerified == nil:
+	case *v.ProjectionVerified:
+		fmt.Fprintln(w, "projection matches the log")
+	default:
+		for _, m := range v.ProjectionMismatch {
+			fmt.Fprintf(w, "projection DIFFERS from the log: %s\n", clean(m.String()))
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+	"github.com/agentctl/agentctl/migrations"
 )
 
 // cli runs agentctl in-process and returns stdout, stderr and the exit code.
@@ -154,14 +156,15 @@ func TestCLI_NewerSchemaRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := raw.Exec("CREATE TABLE x(a); PRAGMA user_version = 14"); err != nil {
+	newer := migrations.Latest + 1
+	if _, err := raw.Exec(fmt.Sprintf("CREATE TABLE x(a); PRAGMA user_version = %d", newer)); err != nil {
 		t.Fatal(err)
 	}
 	raw.Close()
 	before, _ := os.ReadFile(db)
 	_, url := demotest.StartTest(t, demoserver.Options{})
 	_, stderr, code := cli(t, "run", writeWorkflow(t, url), "--db", db)
-	if code != 5 || !strings.Contains(stderr, "version 14") {
+	if code != 5 || !strings.Contains(stderr, fmt.Sprintf("version %d", newer)) {
 		t.Fatalf("exit %d, want 5; stderr %s", code, stderr)
 	}
 	after, _ := os.ReadFile(db)

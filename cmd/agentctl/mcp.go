@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -137,33 +138,30 @@ func (a *app) mcpToolsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			db, err := a.openDB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			r := a.runner(db)
-			res, cat, err := r.ListTools(cmd.Context(), wf, "remote")
-			if err != nil {
-				return err
-			}
-			if res.Err != nil {
-				return &exitError{code: res.ExitCode, runID: res.RunID, err: res.Err}
-			}
-			if a.output != "human" {
-				return a.printJSON(a.stdout, "ToolList", true, map[string]any{"runId": res.RunID, "tools": cat.Tools, "warnings": cat.Warnings})
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTITLE\tINPUT\tOUTPUT\tHINTS (untrusted)\tDESCRIPTION")
-			for _, t := range cat.Tools {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(t.Name), truncate(clean(t.Title), 24), schemaSummary(t.InputSchema), schemaSummary(t.OutputSchema), hints(t.Annotations), truncate(clean(t.Description), 60))
-			}
-			_ = tw.Flush()
-			for _, w := range cat.Warnings {
-				fmt.Fprintf(a.stderr, "warning: %s\n", clean(w))
-			}
-			fmt.Fprintf(a.stderr, "run %s (%d tools)\n", res.RunID, len(cat.Tools))
-			return nil
+			return a.withDB(cmd.Context(), func(db *events.DB) error {
+				r := a.runner(db)
+				res, cat, err := r.ListTools(cmd.Context(), wf, "remote")
+				if err != nil {
+					return err
+				}
+				if res.Err != nil {
+					return &exitError{code: res.ExitCode, runID: res.RunID, err: res.Err}
+				}
+				if a.output != "human" {
+					return a.printJSON(a.stdout, "ToolList", true, map[string]any{"runId": res.RunID, "tools": cat.Tools, "warnings": cat.Warnings})
+				}
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tTITLE\tINPUT\tOUTPUT\tHINTS (untrusted)\tDESCRIPTION")
+				for _, t := range cat.Tools {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(t.Name), truncate(clean(t.Title), 24), schemaSummary(t.InputSchema), schemaSummary(t.OutputSchema), hints(t.Annotations), truncate(clean(t.Description), 60))
+				}
+				_ = tw.Flush()
+				for _, w := range cat.Warnings {
+					fmt.Fprintf(a.stderr, "warning: %s\n", clean(w))
+				}
+				fmt.Fprintf(a.stderr, "run %s (%d tools)\n", res.RunID, len(cat.Tools))
+				return nil
+			})
 		},
 	}
 	f.register(cmd)

@@ -17,8 +17,10 @@ import (
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 )
 
-// TestMain lets the test binary act as agentctl for subprocess tests.
+// TestMain lets the test binary act as agentctl for subprocess tests, and
+// installs the test hooks (hooks_test.go) that the shipping binary lacks.
 func TestMain(m *testing.M) {
+	installTestHooks()
 	if os.Getenv("AGENTCTL_TEST_MAIN") == "1" {
 		main()
 		return

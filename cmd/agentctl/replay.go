@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -27,33 +28,30 @@ The replay records its own steps and references the recorded frames it answered 
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			db, err := a.openExisting(ctx)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			rp, err := workflow.PrepareReplay(ctx, db, args[0])
-			if errors.Is(err, workflow.ErrRunNotFinished) {
-				return &exitError{code: workflow.ExitInvalid, err: err}
-			}
-			if err != nil {
-				return err
-			}
-			r := a.runner(db)
-			r.Dialer = rp.Dialer
-			res, err := r.Run(ctx, rp.Workflow, rp.Inputs, workflow.RunOptions{Mode: "replay", SourceRunID: rp.SourceRunID, Command: "replay"})
-			if err != nil {
-				return err
-			}
-			var de *workflow.DivergenceError
-			if res.Err != nil && errors.As(res.Err, &de) {
-				res.ExitCode = workflow.ExitFailed
-			}
-			if unused := rp.Dialer.Unused(); res.Err == nil && len(unused) > 0 {
-				res.State, res.ExitCode = workflow.StateFailed, workflow.ExitFailed
-				res.Err = fmt.Errorf("replay diverged from %s: recorded calls never asked for: %s", rp.SourceRunID, strings.Join(unused, ", "))
-			}
-			return a.printResult(res)
+			return a.withExistingDB(ctx, func(db *events.DB) error {
+				rp, err := workflow.PrepareReplay(ctx, db, args[0])
+				if errors.Is(err, workflow.ErrRunNotFinished) {
+					return &exitError{code: workflow.ExitInvalid, err: err}
+				}
+				if err != nil {
+					return err
+				}
+				r := a.runner(db)
+				r.Dialer = rp.Dialer
+				res, err := r.Run(ctx, rp.Workflow, rp.Inputs, workflow.RunOptions{Mode: "replay", SourceRunID: rp.SourceRunID, Command: "replay"})
+				if err != nil {
+					return err
+				}
+				var de *workflow.DivergenceError
+				if res.Err != nil && errors.As(res.Err, &de) {
+					res.ExitCode = workflow.ExitFailed
+				}
+				if unused := rp.Dialer.Unused(); res.Err == nil && len(unused) > 0 {
+					res.State, res.ExitCode = workflow.StateFailed, workflow.ExitFailed
+					res.Err = fmt.Errorf("replay diverged from %s: recorded calls never asked for: %s", rp.SourceRunID, strings.Join(unused, ", "))
+				}
+				return a.printResult(res)
+			})
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/agentctl/agentctl/events"
 	"github.com/spf13/cobra"
 )
 
@@ -18,16 +19,13 @@ resumed only after "agentctl effects reconcile" settled the call that left it un
   agentctl effects reconcile 3f2a... --status not-applied --reason "no order in the shop" && agentctl resume run-0190c3f2-...`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := a.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			res, err := a.runner(db).Resume(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return a.printResult(res)
+			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
+				res, err := a.runner(db).Resume(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return a.printResult(res)
+			})
 		},
 	}
 }

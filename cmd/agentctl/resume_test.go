@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -38,29 +37,9 @@ func actTool() mcptest.ToolDef {
 // actWorkflow writes a one-task workflow calling act on url with class idem.
 func actWorkflow(t *testing.T, url, idem string) string {
 	t.Helper()
-	src := fmt.Sprintf(`apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: act-once}
-spec:
-  policy:
-    networkAllowlist: [127.0.0.1]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    local: {url: %q, timeoutSeconds: 30}
-  actions:
-    act: {kind: mcp.call, idempotency: %s}
-  tasks:
-    - id: only
-      uses: action:act
-      with: {server: local, tool: act, arguments: {n: 1}}
-  outputs:
-    result: "${{ tasks.only.output }}"
-`, url, idem)
-	path := filepath.Join(t.TempDir(), "act.yaml")
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testkit.Workflow{Name: "act-once", URL: url,
+		Tasks:   []testkit.Task{{ID: "only", Action: "act", Idempotency: idem, Tool: "act", Arguments: "{n: 1}"}},
+		Outputs: []testkit.Output{{Name: "result", Value: "${{ tasks.only.output }}"}}}.WriteFile(t)
 }
 
 // crashRun runs agentctl in a subprocess that SIGKILLs itself right after

@@ -132,7 +132,7 @@ source of truth: inspect, replay and audit read it and never touch the network.`
 	root.AddCommand(a.runCmd(), a.inspectCmd(), a.demoCmd(), a.versionCmd())
 	root.AddCommand(a.checkCmd(), a.mcpCmd(), a.schemaCmd())
 	root.AddCommand(a.runsCmd(), a.auditCmd(), a.dbCmd(), a.replayCmd())
-	root.AddCommand(a.resumeCmd(), a.effectsCmd())
+	root.AddCommand(a.resumeCmd(), a.effectsCmd(), a.submitCmd(), a.workerCmd())
 	return root
 }
 
@@ -184,8 +184,9 @@ func (a *app) openDB(ctx context.Context) (*events.DB, error) {
 // dbOptions are the storage options the global flags select.
 func (a *app) dbOptions() events.Options {
 	o := events.Options{Durability: events.Durability(a.durability), BusyTimeout: a.busyTimeout}
-	// Test hook (storage_test.go): cap the database to simulate a full disk.
-	_, _ = fmt.Sscan(os.Getenv("AGENTCTL_TEST_MAX_PAGES"), &o.MaxPageCount)
+	if testHooks.dbOptions != nil {
+		testHooks.dbOptions(&o)
+	}
 	return o
 }
 
@@ -197,6 +198,28 @@ func (a *app) openExisting(ctx context.Context) (*events.DB, error) {
 		return nil, &events.Error{Op: "open", Path: path, Err: fmt.Errorf("no database (run a workflow first, or pass --db): %w", err)}
 	}
 	return events.Open(ctx, path, a.dbOptions())
+}
+
+// withDB opens (creating) the database for a command that writes, hands
+// it to fn and closes it when fn returns.
+func (a *app) withDB(ctx context.Context, fn func(*events.DB) error) error {
+	db, err := a.openDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
+}
+
+// withExistingDB is withDB for a command that only reads: a missing
+// database is an error, not a new empty one.
+func (a *app) withExistingDB(ctx context.Context, fn func(*events.DB) error) error {
+	db, err := a.openExisting(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
 }
 
 // envelope is the JSON shape of every --output json answer.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -81,22 +80,19 @@ func (a *app) runCmd() *cobra.Command {
 
 // execRun runs wf and prints its result in the chosen output format.
 func (a *app) execRun(ctx context.Context, wf *spec.Workflow, inputs map[string]any, opts workflow.RunOptions) error {
-	db, err := a.openDB(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	r := a.runner(db)
-	res, err := r.Run(ctx, wf, inputs, opts)
-	if err != nil {
-		return err
-	}
-	return a.printResult(res)
+	return a.withDB(ctx, func(db *events.DB) error {
+		r := a.runner(db)
+		res, err := r.Run(ctx, wf, inputs, opts)
+		if err != nil {
+			return err
+		}
+		return a.printResult(res)
+	})
 }
 
 // runner builds a workflow.Runner wired to this invocation's output.
 func (a *app) runner(db *events.DB) *workflow.Runner {
-	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version, CrashAfter: os.Getenv("AGENTCTL_TEST_CRASH_AFTER")}
+	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version}
 	switch a.output {
 	case "jsonl":
 		r.Observe = func(e events.Event) { _ = a.printJSON(a.stdout, "Event", true, e) }
@@ -104,7 +100,23 @@ func (a *app) runner(db *events.DB) *workflow.Runner {
 		a.prog = newProgress(a.stderr, a.color)
 		r.Observe = a.prog.observe
 	}
+	if testHooks.runner != nil {
+		testHooks.runner(r)
+	}
 	return r
+}
+
+// testHooks are set only by this package's tests (TestMain, through
+// hooks_test.go), never by the shipping binary, which reads no test switch
+// from its environment: a stray variable cannot kill a user's run or cap
+// the database.
+var testHooks struct {
+	// runner adjusts every Runner a command builds (the crash matrix
+	// SIGKILLs the process after a chosen event).
+	runner func(*workflow.Runner)
+	// dbOptions adjusts the storage options (a capped database stands in
+	// for a full disk).
+	dbOptions func(*events.Options)
 }
 
 // runResult is the data of a RunResult envelope.

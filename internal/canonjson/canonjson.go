@@ -37,15 +37,6 @@ func Marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// Digest is "sha256:" + hex of the canonical encoding of v.
-func Digest(v any) (string, error) {
-	b, err := Marshal(v)
-	if err != nil {
-		return "", err
-	}
-	return DigestBytes(b), nil
-}
-
 // DigestBytes is "sha256:" + hex of b.
 func DigestBytes(b []byte) string {
 	sum := sha256.Sum256(b)

@@ -28,7 +28,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -125,17 +124,15 @@ func Start(tb testing.TB) (url string) {
 		"PORT=" + strconv.Itoa(port),
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("tspeer: start node: %v", err)
 	}
-	pid := cmd.Process.Pid
 	exited := make(chan struct{})
 	var waitErr error
 	go func() { waitErr = cmd.Wait(); close(exited) }()
 	tb.Cleanup(func() {
-		// Negative pid: the whole process group started above.
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		killGroup(cmd.Process)
 		<-exited
 		if tb.Failed() {
 			tb.Logf("tspeer: reference server output (tail):\n%s", out.String())

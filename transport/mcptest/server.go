@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -28,6 +27,10 @@ type Options struct {
 	JSONResponse    bool   // answer requests with application/json instead of SSE
 	Stateless       bool   // issue no session id and check none
 	ExpireAfter     int    // a session answers 404 once it has seen this many POSTs after initialize (a simulated restart); 0 = never
+
+	// Tasks, when set, advertises and serves MCP tasks for tools/call
+	// (tasks.go); nil = no tasks capability, params.task is ignored.
+	Tasks *TaskOptions
 }
 
 // Request is one HTTP request the server received, for assertions.
@@ -78,6 +81,8 @@ type Server struct {
 	nextStrm int
 	stats    Stats
 	waiters  map[string]chan ClientResponse // session + id of a server request → its answer
+
+	tasks taskStore // MCP tasks, when Options.Tasks is set (tasks.go)
 }
 
 type session struct {
@@ -87,12 +92,31 @@ type session struct {
 	inflight map[string]context.CancelFunc
 }
 
-// Start starts a server on 127.0.0.1 serving tools, closed at tb's cleanup.
+// Start starts a server on 127.0.0.1 serving tools, closed at tb's
+// cleanup. At cleanup, every injected fault not marked Optional must have
+// fired at least once, or the test fails: a test cannot pass by missing
+// its own fault.
 func Start(tb testing.TB, opts Options, tools ...ToolDef) *Server {
 	tb.Helper()
 	s := NewServer(opts, tools...)
-	tb.Cleanup(s.Close)
+	tb.Cleanup(func() {
+		s.Close()
+		s.CheckFaults(tb)
+	})
 	return s
+}
+
+// CheckFaults fails tb for every injected fault, not marked Optional, that
+// never fired. [Start] calls it at cleanup; a test using [NewServer] calls
+// it itself. It reports nothing when tb has already failed or was skipped.
+func (s *Server) CheckFaults(tb testing.TB) {
+	tb.Helper()
+	if tb.Failed() || tb.Skipped() {
+		return
+	}
+	for _, f := range s.faults.unfired() {
+		tb.Errorf("mcptest: injected fault never fired: %v; fix the test, or set Fault.Optional to the reason it may not fire", &f)
+	}
 }
 
 // NewServer starts a server on 127.0.0.1 serving tools; call Close when done.
@@ -229,179 +253,6 @@ func (s *Server) record(req Request, f func(*Stats)) {
 	if f != nil {
 		f(&s.stats)
 	}
-}
-
-func (s *Server) post(w http.ResponseWriter, r *http.Request, sid string) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
-	if err != nil {
-		http.Error(w, "read body", http.StatusBadRequest)
-		return
-	}
-	var m rpcMessage
-	if err := json.Unmarshal(body, &m); err != nil || m.JSONRPC != "2.0" {
-		writeJSON(w, http.StatusBadRequest, errorResponse(nil, -32700, "parse error"))
-		return
-	}
-	var tool string
-	if m.Method == "tools/call" {
-		var p struct {
-			Name string `json:"name"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		tool = p.Name
-	}
-	s.record(Request{HTTPMethod: "POST", RPCMethod: m.Method, ID: m.ID, Session: sid, Header: r.Header.Clone()}, func(st *Stats) {
-		st.Posts++
-		switch m.Method {
-		case "initialize":
-			st.Initialize++
-		case "notifications/initialized":
-			st.Initialized++
-		case "tools/list":
-			st.List++
-		case "tools/call":
-			st.Calls[tool]++
-		case "notifications/cancelled":
-			st.Cancelled++
-			var p struct {
-				RequestID json.RawMessage `json:"requestId"`
-			}
-			_ = json.Unmarshal(m.Params, &p)
-			st.CancelledIDs = append(st.CancelledIDs, p.RequestID)
-		case "":
-			if m.isResponse() {
-				st.Responses = append(st.Responses, clientResponse(m, sid, r.Header))
-			}
-		}
-	})
-	f := s.faults.match("POST", m.Method, tool, sid)
-	if f != nil && f.Status != 0 {
-		writeStatus(w, f)
-		return
-	}
-	if f == nil {
-		f = &Fault{}
-	}
-
-	// Session and version checks.
-	var sess *session
-	if m.Method != "initialize" && !s.opts.Stateless {
-		if sid == "" {
-			http.Error(w, "mcptest: missing Mcp-Session-Id", http.StatusBadRequest)
-			return
-		}
-		s.mu.Lock()
-		sess = s.sessions[sid]
-		if sess != nil {
-			sess.posts++
-			if s.opts.ExpireAfter > 0 && sess.posts > s.opts.ExpireAfter {
-				delete(s.sessions, sid)
-				sess = nil
-			}
-		}
-		s.mu.Unlock()
-		if sess == nil {
-			http.Error(w, "mcptest: session not found", http.StatusNotFound)
-			return
-		}
-		if v := r.Header.Get("Mcp-Protocol-Version"); v != s.opts.ProtocolVersion {
-			http.Error(w, fmt.Sprintf("mcptest: MCP-Protocol-Version %q, want %q", v, s.opts.ProtocolVersion), http.StatusBadRequest)
-			return
-		}
-	}
-	if m.isResponse() { // the client answering a server request: 202, no body
-		s.mu.Lock()
-		ch := s.waiters[waiterKey(sid, m.ID)]
-		s.mu.Unlock()
-		if ch != nil {
-			select { // the first answer to a server request is the one awaited
-			case ch <- clientResponse(m, sid, r.Header):
-			default:
-			}
-		}
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	if m.ID == nil { // notification
-		if m.Method == "notifications/cancelled" && sess != nil {
-			var p struct {
-				RequestID json.RawMessage `json:"requestId"`
-			}
-			_ = json.Unmarshal(m.Params, &p)
-			s.mu.Lock()
-			cancel := sess.inflight[string(p.RequestID)]
-			s.mu.Unlock()
-			if cancel != nil {
-				cancel()
-			}
-		}
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	if sess != nil {
-		s.mu.Lock()
-		if sess.inflight == nil {
-			sess.inflight = map[string]context.CancelFunc{}
-		}
-		sess.inflight[string(m.ID)] = cancel
-		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			delete(sess.inflight, string(m.ID))
-			s.mu.Unlock()
-		}()
-	}
-	sw := s.newWriter(w, ctx, f)
-	if f.Hang != nil {
-		if sw.sse {
-			sw.start()
-		}
-		select {
-		case <-f.Hang:
-		case <-ctx.Done():
-			return
-		}
-	}
-	if sw.sse && (f.CloseAfterPriming || f.Flood > 0 || f.HugeLine > 0) {
-		if err := sw.prime(f.Retry); err != nil {
-			return
-		}
-		switch {
-		case f.Flood > 0:
-			_ = sw.flood(f.Flood)
-			return
-		case f.HugeLine > 0:
-			_ = sw.hugeLine(f.HugeLine)
-			return
-		}
-		sw.closed = true
-	}
-
-	var result json.RawMessage
-	var rpcErr *RPCError
-	var newSID string
-	switch m.Method {
-	case "initialize":
-		result, newSID = s.initialize()
-		if newSID != "" {
-			w.Header().Set("Mcp-Session-Id", newSID)
-		}
-	case "ping":
-		result = json.RawMessage(`{}`)
-	case "tools/list":
-		result, rpcErr = s.list(sess, m.Params)
-	case "tools/call":
-		result, rpcErr = s.call(ctx, sw, sess, m, r.Header)
-	default:
-		rpcErr = &RPCError{Code: -32601, Message: "method not found: " + m.Method}
-	}
-	if ctx.Err() != nil {
-		return // cancelled: no response, as the spec asks
-	}
-	_ = sw.message(s.response(m.ID, result, rpcErr, f))
 }
 
 func (s *Server) newWriter(w http.ResponseWriter, ctx context.Context, f *Fault) *streamWriter {

@@ -71,3 +71,34 @@ func TestJSONModeAndExpiry(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// recordTB records Errorf calls instead of failing the test.
+type recordTB struct {
+	testing.TB
+	errs []string
+}
+
+func (r *recordTB) Helper()       {}
+func (r *recordTB) Failed() bool  { return false }
+func (r *recordTB) Skipped() bool { return false }
+func (r *recordTB) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+func TestUnfiredFaultFailsTheTest(t *testing.T) {
+	srv := NewServer(Options{JSONResponse: true}, ToolDef{Name: "a"})
+	defer srv.Close()
+	srv.Inject(Fault{RPCMethod: "initialize", Nth: 1, Status: http.StatusServiceUnavailable})                // fires
+	srv.Inject(Fault{RPCMethod: "tools/call", Tool: "missing", Status: http.StatusBadGateway})               // never fires
+	srv.Inject(Fault{RPCMethod: "ping", Status: http.StatusTeapot, Optional: "documents an optional fault"}) // never fires, optional
+	resp := post(t, srv.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("initialize: %d, want the injected 503", resp.StatusCode)
+	}
+	rec := &recordTB{TB: t}
+	srv.CheckFaults(rec)
+	if len(rec.errs) != 1 || !strings.Contains(rec.errs[0], `Tool:"missing"`) || !strings.Contains(rec.errs[0], "matched 0 requests") {
+		t.Fatalf("CheckFaults reported %q, want exactly the unfired tools/call fault", rec.errs)
+	}
+}

@@ -67,6 +67,9 @@ type Result struct {
 	Content           any  // nil = [] (or a text "ok" when the handler is nil)
 	StructuredContent any  // omitted when nil
 	IsError           bool // tool-level failure
+	// Raw, when set, is sent verbatim as the result object (e.g. with JSON
+	// escapes a Go encoder never writes); the other fields are ignored.
+	Raw json.RawMessage
 }
 
 // RPCError is a JSON-RPC error a Handler may return.
@@ -202,6 +205,9 @@ func (s *Server) call(ctx context.Context, sw *streamWriter, sess *session, m rp
 	}
 	if res == nil {
 		res = &Result{}
+	}
+	if res.Raw != nil {
+		return res.Raw, nil
 	}
 	out := map[string]any{"content": res.Content}
 	if res.Content == nil {

@@ -63,7 +63,9 @@ func TestJSONSchema_Examples(t *testing.T) {
 	}
 }
 
-// TestJSONSchema_RejectsUnknownKeys: the schema is closed like the parser.
+// TestJSONSchema_Rejects: the schema is closed like the parser (unknown
+// keys) and refuses what the parser refuses (kind, literal header values,
+// idempotency classes).
 func TestJSONSchema_Rejects(t *testing.T) {
 	s := compileSchema(t)
 	for name, src := range map[string]string{

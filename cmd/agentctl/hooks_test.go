@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow"
+)
+
+// installTestHooks gives the test binary (in process, and as agentctl in a
+// subprocess) the switches the shipping binary does not have, read from
+// the environment when a command needs them:
+//
+//   - AGENTCTL_TEST_CRASH_AFTER: the process kills itself with SIGKILL right
+//     after committing the first event of this type, or whose
+//     projector.Describe line is this ("call.transition
+//     prepared->dispatched"); a "#N" suffix picks the Nth such event.
+//   - AGENTCTL_TEST_MAX_PAGES: PRAGMA max_page_count, a full disk.
+func installTestHooks() {
+	testHooks.runner = func(r *workflow.Runner) {
+		cp := parseCrashPoint(os.Getenv("AGENTCTL_TEST_CRASH_AFTER"))
+		if cp.match == "" {
+			return
+		}
+		observe := r.Observe
+		r.Observe = func(e events.Event) {
+			if observe != nil {
+				observe(e)
+			}
+			if cp.hit(e) {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // never returns: the process is gone
+			}
+		}
+	}
+	testHooks.dbOptions = func(o *events.Options) {
+		_, _ = fmt.Sscan(os.Getenv("AGENTCTL_TEST_MAX_PAGES"), &o.MaxPageCount)
+	}
+}
+
+// crashPoint is a parsed AGENTCTL_TEST_CRASH_AFTER: an event type or a
+// projector.Describe line, optionally "#N" for its Nth occurrence in this
+// process (default 1).
+type crashPoint struct {
+	match string
+	nth   int
+	seen  int
+}
+
+func parseCrashPoint(s string) crashPoint {
+	if s == "" {
+		return crashPoint{}
+	}
+	cp := crashPoint{match: s, nth: 1}
+	if i := strings.LastIndexByte(s, '#'); i > 0 {
+		if n, err := strconv.Atoi(s[i+1:]); err == nil && n > 0 {
+			cp.match, cp.nth = s[:i], n
+		}
+	}
+	return cp
+}
+
+// hit reports whether e is the event after which the process must die.
+func (cp *crashPoint) hit(e events.Event) bool {
+	if cp.match == "" || (e.Type != cp.match && projector.Describe(e) != cp.match) {
+		return false
+	}
+	cp.seen++
+	return cp.seen == cp.nth
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentctl/agentctl/workflow"
+)
+
+// workerResult is the data of a WorkerResult envelope.
+type workerResult struct {
+	Runs []workflow.WorkerRun `json:"runs"`
+	// Stopped: the worker ended on a signal, not because the queue was drained.
+	Stopped bool `json:"stopped"`
+}
+
+func (a *app) workerCmd() *cobra.Command {
+	var (
+		concurrency int
+		drain       bool
+		grace       time.Duration
+		poll        time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Execute queued runs, several at once, and resume runs whose process died",
+		Long: `worker claims runs queued by "agentctl submit" and executes them, up to --concurrency at once in
+this one process (their commits are shared). It also resumes runs left running by a process that
+died (their lock in <db>-runlock is free), by the rules of "agentctl resume": a call found sent
+with no outcome is redispatched only if its idempotency allows it, else it ends uncertain.
+
+With --drain the worker exits 0 once nothing is left to take. Without it, it polls the database
+for new runs until SIGTERM or SIGINT; then it takes no new run, lets each run finish the task in
+flight and stops it before its next task (resumable), waiting at most --grace. Runs still in
+flight after the grace period are left as they are for a later worker or resume (exit 130).`,
+		Example: `  agentctl submit wf.yaml --input query=mcp && agentctl worker --drain
+  agentctl worker --concurrency 8 --grace 1m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if concurrency < 1 {
+				return usageErr("--concurrency %d: want 1 or more", concurrency)
+			}
+			db, err := a.openDB(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := &workflow.Worker{DB: db, Concurrency: concurrency, Drain: drain, Grace: grace, Poll: poll,
+				NewRunner: func() *workflow.Runner {
+					r := &workflow.Runner{UserAgent: "agentctl/" + version}
+					if testHooks.runner != nil {
+						testHooks.runner(r)
+					}
+					return r
+				},
+				Started: func(id string, resumed bool) {
+					if a.output == "human" {
+						verb := "started"
+						if resumed {
+							verb = "resuming"
+						}
+						fmt.Fprintf(a.stderr, "run %s %s\n", id, verb)
+					}
+				},
+				Stopping: func() {
+					if a.output == "human" {
+						fmt.Fprintf(a.stderr, "worker: stopping: no new runs; runs in flight stop before their next task (at most %s)\n", grace)
+					}
+				},
+				Finished: func(r workflow.WorkerRun) {
+					switch {
+					case a.output == "jsonl":
+						_ = a.printJSON(a.stdout, "WorkerRun", r.Error == nil, r)
+					case a.output == "human" && r.Error != nil:
+						fmt.Fprintf(a.stderr, "run %s %s: %s\n", r.RunID, r.State, clean(*r.Error))
+					case a.output == "human":
+						fmt.Fprintf(a.stderr, "run %s %s\n", r.RunID, r.State)
+					}
+				},
+			}
+			runs, err := w.Run(cmd.Context())
+			if errors.Is(err, workflow.ErrGraceExpired) {
+				// Runs are still appending: leave the database open, the
+				// process exit ends them as a crash would (resumable).
+				return &exitError{code: workflow.ExitCancelled, err: err}
+			}
+			defer db.Close()
+			if err != nil {
+				return err
+			}
+			if runs == nil {
+				runs = []workflow.WorkerRun{}
+			}
+			res := workerResult{Runs: runs, Stopped: cmd.Context().Err() != nil}
+			switch a.output {
+			case "json":
+				return a.printJSON(a.stdout, "WorkerResult", true, res)
+			case "human":
+				how := "queue drained"
+				if res.Stopped {
+					how = "stopped"
+				}
+				fmt.Fprintf(a.stderr, "worker: %s, %d run(s) taken\n", how, len(runs))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "runs executed at once")
+	cmd.Flags().BoolVar(&drain, "drain", false, "exit 0 once no queued or orphaned run is left")
+	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "after SIGTERM/SIGINT, how long runs in flight may take to reach their next task")
+	cmd.Flags().DurationVar(&poll, "poll", 200*time.Millisecond, "how often to look for new runs")
+	return cmd
+}

@@ -1,0 +1,31 @@
+//go:build windows
+
+package events
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/windows"
+)
+
+// lockByte takes an exclusive LockFileEx lock on one byte of f without
+// waiting; errLockHeld when another process holds it.
+func lockByte(f *os.File, off int64) error {
+	ol := overlappedAt(off)
+	err := windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, ol)
+	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) || errors.Is(err, windows.ERROR_IO_PENDING) {
+		return fmt.Errorf("%w: %w", errLockHeld, err)
+	}
+	return err
+}
+
+// unlockByte releases the lock lockByte took.
+func unlockByte(f *os.File, off int64) error {
+	return windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, overlappedAt(off))
+}
+
+func overlappedAt(off int64) *windows.Overlapped {
+	return &windows.Overlapped{Offset: uint32(off), OffsetHigh: uint32(off >> 32)}
+}

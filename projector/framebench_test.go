@@ -1,0 +1,50 @@
+package projector
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/agentctl/agentctl/events"
+)
+
+// benchFrame is a progress frame as a live run writes it.
+func benchFrame(b *testing.B) events.Event {
+	p, err := Frame{Dir: "in", Kind: "notification", Method: "notifications/progress", HTTPStatus: 200, EventID: "ev-17",
+		Remote: "local", Generation: 1, TaskID: "fetch", Attempt: 1, EffectID: "0f3a9c2e7b1d4c5a",
+		Body: json.RawMessage(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"agentctl-2","progress":17,"total":100,"message":"step 17 of 100"}}`)}.AppendJSON(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return events.Event{Type: FramePrefix + "notification", Payload: string(p)}
+}
+
+// BenchmarkDecodeFrame is the frame decode replay does for every frame.
+func BenchmarkDecodeFrame(b *testing.B) {
+	e := benchFrame(b)
+	b.SetBytes(int64(len(e.Payload)))
+	for b.Loop() {
+		if _, err := DecodeFrame(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeFrameHeader is the header-only decode of frame routing.
+func BenchmarkDecodeFrameHeader(b *testing.B) {
+	e := benchFrame(b)
+	for b.Loop() {
+		if _, err := DecodeFrameHeader(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeFrameKey is the projection's read of a frame's task and attempt.
+func BenchmarkDecodeFrameKey(b *testing.B) {
+	e := benchFrame(b)
+	for b.Loop() {
+		if _, err := decodeFrameKey(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

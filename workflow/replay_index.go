@@ -1,0 +1,424 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport"
+)
+
+// callKey is a call's position in a run: task, attempt, ordinal.
+type callKey struct {
+	task             string
+	attempt, ordinal int
+}
+
+type recSession struct {
+	opened  *projector.SessionOpened
+	connect frameRefs // frames up to session.opened
+	list    frameRefs // frames after it (tools/list)
+	catalog *projector.SessionCatalog
+	failure *sessionFail // why initialize or tools/list failed; nil if unknown
+}
+
+// sessionFail is a recorded failure to open a session or list its tools:
+// the message and, where the log has it, the transport error's kind,
+// status and code. An empty kind (a log written before task.finished
+// carried errorKind) is guessed from the run's exit code.
+type sessionFail struct {
+	msg          string
+	kind         transport.Kind
+	status, code int
+}
+
+// frameRefs is where a group of recorded frames is: inclusive seq spans of
+// one run's frame events. A replay records the reference, not the frames.
+type frameRefs struct {
+	run      string
+	spans    [][2]int64
+	count    int64
+	lastHash string
+}
+
+// add appends the frame event at seq of run (its hash is read when the
+// reference is recorded: only the last one's is kept).
+func (r *frameRefs) add(run string, seq int64) error {
+	return r.addSpans(run, [][2]int64{{seq, seq}}, 1, "")
+}
+
+// addSpans appends spans of run, merging a span that continues the last.
+func (r *frameRefs) addSpans(run string, spans [][2]int64, count int64, lastHash string) error {
+	if r.run == "" {
+		r.run = run
+	} else if r.run != run {
+		return fmt.Errorf("frames of one group in runs %s and %s", r.run, run)
+	}
+	for _, sp := range spans {
+		if n := len(r.spans); n > 0 && r.spans[n-1][1]+1 == sp[0] {
+			r.spans[n-1][1] = sp[1]
+		} else {
+			r.spans = append(r.spans, sp)
+		}
+	}
+	r.count += count
+	r.lastHash = lastHash
+	return nil
+}
+
+type recSend struct {
+	// refs are the frames of this send; they stay where they are.
+	refs frameRefs
+	// responses are its "in" response frames, which rebuild the result.
+	responses []projector.Frame
+	result    *projector.CallResult
+	callErr   *projector.CallError
+	trigger   string // the transition fired on callErr
+}
+
+type recCall struct {
+	prepared projector.CallPrepared
+	sends    []*recSend
+	next     int
+	// lastErr is the call.error recorded since the call's latest
+	// transition, whether or not it is a send's outcome: a failed
+	// reconnect records its error just before reconnect_failed.
+	lastErr *projector.CallError
+}
+
+// replaySource is the index of a recorded run that a replay answers from.
+type replaySource struct {
+	db       *events.DB // the source run's log, where frames are read back
+	runID    string
+	created  projector.RunCreated
+	inputs   map[string]any
+	exitCode int
+	sessions map[string][]*recSession // remote → by generation-1
+	calls    map[callKey]*recCall
+	byEffect map[string]*recCall
+	gens     map[string]int // Connects so far per remote
+	current  *recCall       // the call the run loop expects to make next
+	curKey   callKey
+}
+
+func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replaySource, error) {
+	ix := &indexer{ctx: ctx, src: &replaySource{db: db, runID: runID, sessions: map[string][]*recSession{},
+		calls: map[callKey]*recCall{}, byEffect: map[string]*recCall{}, gens: map[string]int{}}}
+	seen := false
+	// Scanned, not loaded: only the index (the frames to replay) stays in memory.
+	var stop error // why fn stopped the scan, returned as is
+	err := db.ScanPayloads(ctx, runID, func(e events.Event) error {
+		if !seen && e.Type != projector.TypeRunCreated {
+			stop = fmt.Errorf("%w %q", projector.ErrUnknownRun, runID)
+			return stop
+		}
+		seen = true
+		if err := ix.index(e); err != nil {
+			stop = fmt.Errorf("replay %s: index seq %d (%s): %w", runID, e.Seq, e.Type, err)
+			return stop
+		}
+		return nil
+	})
+	switch {
+	case stop != nil:
+		return nil, stop
+	case err != nil:
+		return nil, fmt.Errorf("replay %s: %w", runID, err)
+	case !seen:
+		return nil, fmt.Errorf("%w %q", projector.ErrUnknownRun, runID)
+	}
+	if !ix.finished {
+		return nil, fmt.Errorf("replay %s: %w (no run.finished; resume or reconcile it first)", runID, ErrRunNotFinished)
+	}
+	return ix.src, nil
+}
+
+// session is the recorded session (remote, gen), created on first mention.
+func (src *replaySource) session(remote string, gen int) *recSession {
+	for len(src.sessions[remote]) < gen {
+		src.sessions[remote] = append(src.sessions[remote], &recSession{})
+	}
+	return src.sessions[remote][gen-1]
+}
+
+// sendOf is the send of call effectID that frames now belong to.
+func (src *replaySource) sendOf(effectID string) (*recSend, error) {
+	c := src.byEffect[effectID]
+	if c == nil || len(c.sends) == 0 {
+		return nil, fmt.Errorf("frame of call %s outside any send", effectID)
+	}
+	return c.sends[len(c.sends)-1], nil
+}
+
+// lastSend is call effectID's latest send, nil if it has none.
+func (src *replaySource) lastSend(effectID string) *recSend {
+	c := src.byEffect[effectID]
+	if c == nil || len(c.sends) == 0 {
+		return nil
+	}
+	return c.sends[len(c.sends)-1]
+}
+
+// expect makes k the call the next CallTool must match and returns the
+// recorded call at k (nil if the source made none there).
+func (src *replaySource) expect(k callKey) *recCall {
+	src.curKey = k
+	src.current = src.calls[k]
+	return src.current
+}
+
+// indexer reads a source run's events, in log order, into a replaySource:
+// one method per event type (see indexers); what it must remember between
+// events is in its fields.
+type indexer struct {
+	ctx      context.Context
+	src      *replaySource
+	finished bool // run.finished was seen
+	// unsettled are the sessions that have not reached session.catalog:
+	// the next recorded failure (task.finished, a failed reconnect,
+	// run.finished) is theirs.
+	unsettled []*recSession
+}
+
+// indexers maps an event type to the indexer method that reads it; frame
+// events (projector.FramePrefix + kind) go to frame. Other types carry
+// nothing a replay answers from.
+var indexers = map[string]func(*indexer, events.Event) error{
+	projector.TypeRunCreated:     (*indexer).runCreated,
+	projector.TypeRunFinished:    (*indexer).runFinished,
+	projector.TypeTaskFinished:   (*indexer).taskFinished,
+	projector.TypeReplayFrames:   (*indexer).replayFrames,
+	projector.TypeSessionOpened:  (*indexer).sessionOpened,
+	projector.TypeSessionCatalog: (*indexer).sessionCatalog,
+	projector.TypeCallPrepared:   (*indexer).callPrepared,
+	projector.TypeCallTransition: (*indexer).callTransition,
+	projector.TypeCallResult:     (*indexer).callResult,
+	projector.TypeCallError:      (*indexer).callError,
+}
+
+// index reads one event.
+func (ix *indexer) index(e events.Event) error {
+	if h := indexers[e.Type]; h != nil {
+		return h(ix, e)
+	}
+	if strings.HasPrefix(e.Type, projector.FramePrefix) {
+		return ix.frame(e)
+	}
+	return nil
+}
+
+// fail gives f to every unsettled session that has no failure yet.
+func (ix *indexer) fail(f sessionFail) {
+	for _, s := range ix.unsettled {
+		if s.failure == nil {
+			f := f
+			s.failure = &f
+		}
+	}
+	ix.unsettled = nil
+}
+
+// unsettle marks s as not yet settled (once).
+func (ix *indexer) unsettle(s *recSession) {
+	for _, x := range ix.unsettled {
+		if x == s {
+			return
+		}
+	}
+	ix.unsettled = append(ix.unsettled, s)
+}
+
+// sessionFrames is where a session frame of (remote, gen) goes: before
+// session.opened (initialize) or after it (tools/list).
+func (ix *indexer) sessionFrames(remote string, gen int) *frameRefs {
+	s := ix.src.session(remote, gen)
+	if s.opened == nil {
+		ix.unsettle(s)
+		return &s.connect
+	}
+	return &s.list
+}
+
+func (ix *indexer) runCreated(e events.Event) error {
+	src := ix.src
+	dec := json.NewDecoder(strings.NewReader(e.Payload))
+	dec.UseNumber() // inputs keep their numbers exactly as recorded
+	if err := dec.Decode(&src.created); err != nil {
+		return fmt.Errorf("decode run.created: %w", err)
+	}
+	src.inputs = src.created.Inputs
+	return nil
+}
+
+func (ix *indexer) runFinished(e events.Event) error {
+	var p projector.RunFinished
+	if err := e.Decode(&p); err != nil {
+		return err
+	}
+	ix.finished, ix.src.exitCode = true, p.ExitCode
+	ix.fail(sessionFail{msg: p.Error})
+	return nil
+}
+
+func (ix *indexer) taskFinished(e events.Event) error {
+	var p projector.TaskFinished
+	if err := e.Decode(&p); err != nil {
+		return err
+	}
+	ix.fail(sessionFail{msg: p.Error, kind: transport.Kind(p.ErrorKind)})
+	return nil
+}
+
+// frame references a frame where it is (no copy of its body is kept),
+// unless it is a response, which rebuilds the call's result.
+func (ix *indexer) frame(e events.Event) error {
+	src := ix.src
+	f, err := projector.DecodeFrameHeader(e)
+	if err != nil {
+		return err
+	}
+	if f.EffectID == "" {
+		return ix.sessionFrames(f.Remote, f.Generation).add(src.runID, e.Seq)
+	}
+	s, err := src.sendOf(f.EffectID)
+	if err != nil {
+		return err
+	}
+	if f.Dir == "in" && f.Kind == "response" {
+		if f, err = projector.DecodeFrame(e); err != nil {
+			return err
+		}
+		s.responses = append(s.responses, f)
+	}
+	return s.refs.add(src.runID, e.Seq)
+}
+
+// replayFrames reads a replay's reference to frames: the source is itself
+// a replay, and its frames are in the run the reference names.
+func (ix *indexer) replayFrames(e events.Event) error {
+	src := ix.src
+	var r projector.ReplayFrames
+	if err := e.Decode(&r); err != nil {
+		return err
+	}
+	if r.EffectID == "" {
+		return ix.sessionFrames(r.Remote, r.Generation).addSpans(r.SourceRunID, r.Spans, r.Count, r.LastHash)
+	}
+	s, err := src.sendOf(r.EffectID)
+	if err != nil {
+		return err
+	}
+	for _, sp := range r.Spans {
+		err := src.db.ScanRange(ix.ctx, r.SourceRunID, sp[0], sp[1], func(fe events.Event) error {
+			h, err := projector.DecodeFrameHeader(fe)
+			if err != nil || h.Dir != "in" || h.Kind != "response" {
+				return err
+			}
+			f, err := projector.DecodeFrame(fe)
+			if err == nil {
+				s.responses = append(s.responses, f)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return s.refs.addSpans(r.SourceRunID, r.Spans, r.Count, r.LastHash)
+}
+
+func (ix *indexer) sessionOpened(e events.Event) error {
+	var p projector.SessionOpened
+	if err := e.Decode(&p); err != nil {
+		return err
+	}
+	s := ix.src.session(p.Remote, p.Generation)
+	s.opened = &p
+	ix.unsettle(s) // until its catalog arrives
+	return nil
+}
+
+func (ix *indexer) sessionCatalog(e events.Event) error {
+	var p projector.SessionCatalog
+	if err := e.Decode(&p); err != nil {
+		return err
+	}
+	s := ix.src.session(p.Remote, p.Generation)
+	s.catalog = &p
+	kept := ix.unsettled[:0]
+	for _, x := range ix.unsettled {
+		if x != s {
+			kept = append(kept, x)
+		}
+	}
+	ix.unsettled = kept
+	return nil
+}
+
+func (ix *indexer) callPrepared(e events.Event) error {
+	var p projector.CallPrepared
+	if err := e.Decode(&p); err != nil {
+		return err
+	}
+	c := &recCall{prepared: p}
+	ix.src.calls[callKey{p.TaskID, p.Attempt, p.Ordinal}] = c
+	ix.src.byEffect[p.EffectID] = c
+	return nil
+}
+
+func (ix *indexer) callTransition(e events.Event) error {
+	var p projector.CallTransition
+	if err := e.Decode(&p); err != nil {
+		return err
+	}
+	c := ix.src.byEffect[p.EffectID]
+	if c == nil {
+		return fmt.Errorf("transition of unknown call %s", p.EffectID)
+	}
+	if n := len(c.sends); n > 0 && c.sends[n-1].callErr != nil && c.sends[n-1].trigger == "" {
+		c.sends[n-1].trigger = p.Trigger
+	}
+	if p.Trigger == string(fsm.ReconnectFailed) {
+		// The reconnect's error was recorded (call.error) just before; the
+		// transition's reason says it with the trigger in front.
+		f := sessionFail{msg: p.Reason}
+		if ce := c.lastErr; ce != nil {
+			f = sessionFail{msg: ce.Message, kind: transport.Kind(ce.Kind), status: ce.Status, code: ce.Code}
+		}
+		ix.fail(f)
+	}
+	if p.To == string(fsm.Dispatched) || p.To == string(fsm.Redispatched) {
+		c.sends = append(c.sends, &recSend{})
+	}
+	c.lastErr = nil
+	return nil
+}
+
+func (ix *indexer) callResult(e events.Event) error {
+	var p projector.CallResult
+	if err := e.Decode(&p); err != nil {
+		return err
+	}
+	if s := ix.src.lastSend(p.EffectID); s != nil && s.result == nil && s.callErr == nil {
+		s.result = &p
+	}
+	return nil
+}
+
+func (ix *indexer) callError(e events.Event) error {
+	var p projector.CallError
+	if err := e.Decode(&p); err != nil {
+		return err
+	}
+	if c := ix.src.byEffect[p.EffectID]; c != nil {
+		c.lastErr = &p
+	}
+	if s := ix.src.lastSend(p.EffectID); s != nil && s.result == nil && s.callErr == nil {
+		s.callErr = &p
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package workflow
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/internal/canonjson"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport"
+)
+
+// replayedError is a recorded failure: it prints exactly as recorded and
+// unwraps to a transport error classified like the original.
+type replayedError struct {
+	msg string
+	err error
+}
+
+func (e *replayedError) Error() string { return e.msg }
+func (e *replayedError) Unwrap() error { return e.err }
+
+// failure rebuilds a recorded call failure so that the run loop fires the
+// same trigger it fired in the source run.
+func (s *recSend) failure() error {
+	ce := s.callErr
+	te := &transport.Error{Op: "tools/call", Kind: transport.Kind(ce.Kind), Status: ce.Status, Code: ce.Code}
+	switch fsm.Trigger(s.trigger) {
+	case fsm.FailAmbiguous:
+		te.Sent = true
+	case fsm.FailPossiblyExecuted:
+		te.Sent = true
+		// Unauthorized is possibly executed only after the server accepted the call (a 401 on the resume GET).
+		te.Accepted = te.Kind == transport.KindUnauthorized
+		if !te.MayHaveExecuted() { // the source error was not a transport error
+			return &replayedError{msg: ce.Message, err: errors.New(ce.Message)}
+		}
+	case fsm.Cancel:
+		te.Kind, te.Sent = transport.KindCancelled, true
+	}
+	return &replayedError{msg: ce.Message, err: te}
+}
+
+// sessionFailure rebuilds a recorded failure to open a session (op
+// "initialize") or list its tools (op "tools/list") with the kind, status
+// and code the log recorded, so that the run loop classifies it as it did.
+func (src *replaySource) sessionFailure(op string, f *sessionFail) error {
+	var rf sessionFail
+	if f != nil {
+		rf = *f
+	}
+	if rf.kind == "" {
+		rf.kind = kindForExit(src.exitCode)
+	}
+	if rf.msg == "" {
+		rf.msg = "recorded " + op + " failure"
+	}
+	return &replayedError{msg: rf.msg, err: &transport.Error{Op: op, Kind: rf.kind, Status: rf.status, Code: rf.code}}
+}
+
+// kindForExit inverts exitFor: a transport error kind that ends a run with
+// code. It serves logs that did not record the kind of a session failure
+// (task.finished without errorKind).
+func kindForExit(code int) transport.Kind {
+	switch code {
+	case ExitUncertain:
+		return transport.KindPolicyDenied
+	case ExitCancelled:
+		return transport.KindCancelled
+	case ExitFailed:
+		return transport.KindRemoteError
+	}
+	return transport.KindTransportLoss
+}
+
+type replayConn struct {
+	src    *replaySource
+	remote string
+}
+
+// replayedKind marks the transport.Frame by which a replay session hands
+// the run loop a reference to recorded frames (frameSink records it as
+// replay.frames): both ends are in this package.
+const replayedKind = "replayed"
+
+// emitRefs hands sink the reference to a group of recorded frames.
+func (src *replaySource) emitRefs(ctx context.Context, sink transport.Sink, r frameRefs) error {
+	if r.count == 0 {
+		return nil
+	}
+	if r.lastHash == "" {
+		h, err := src.db.HashAt(ctx, r.run, r.spans[len(r.spans)-1][1])
+		if err != nil {
+			return fmt.Errorf("replay %s: %w", src.runID, err)
+		}
+		r.lastHash = h
+	}
+	body, err := json.Marshal(projector.ReplayFrames{SourceRunID: r.run, Spans: r.spans, Count: r.count, LastHash: r.lastHash})
+	if err != nil {
+		return err
+	}
+	return sink(ctx, transport.Frame{Dir: "ref", Kind: replayedKind, Body: body})
+}
+
+// Connect opens the next recorded generation of this remote.
+func (c *replayConn) Connect(ctx context.Context, sink transport.Sink) (Session, error) {
+	src := c.src
+	src.gens[c.remote]++
+	gen := src.gens[c.remote]
+	if gen > len(src.sessions[c.remote]) {
+		return nil, &DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: "session",
+			Recorded: fmt.Sprintf("%d session(s) with %q", len(src.sessions[c.remote]), c.remote), Replayed: fmt.Sprintf("session %d", gen)}
+	}
+	rs := src.sessions[c.remote][gen-1]
+	if err := src.emitRefs(ctx, sink, rs.connect); err != nil {
+		return nil, err
+	}
+	if rs.opened == nil {
+		return nil, src.sessionFailure("initialize", rs.failure)
+	}
+	return &replaySession{src: src, remote: c.remote, rec: rs}, nil
+}
+
+type replaySession struct {
+	src    *replaySource
+	remote string
+	rec    *recSession
+}
+
+var _ Recorded = (*replaySession)(nil)
+
+func (s *replaySession) Info() SessionInfo {
+	return SessionInfo{ProtocolVersion: s.rec.opened.ProtocolVersion, ServerInfo: s.rec.opened.ServerInfo, IDDigest: s.rec.opened.SessionIDDigest}
+}
+
+func (s *replaySession) ListTools(ctx context.Context, sink transport.Sink) (*transport.Catalog, error) {
+	if err := s.src.emitRefs(ctx, sink, s.rec.list); err != nil {
+		return nil, err
+	}
+	if s.rec.catalog == nil {
+		return nil, s.src.sessionFailure("tools/list", s.rec.failure)
+	}
+	cat := &transport.Catalog{Warnings: s.rec.catalog.Warnings}
+	for _, t := range s.rec.catalog.Tools {
+		cat.Tools = append(cat.Tools, transport.Tool{Name: t.Name, Title: t.Title, Description: t.Description,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
+	}
+	return cat, nil
+}
+
+// CallTool checks the call against the recorded one (server, tool,
+// arguments digest), replays the next recorded send's frames and returns
+// its recorded outcome.
+func (s *replaySession) CallTool(ctx context.Context, req transport.CallRequest, sink transport.Sink) (*transport.CallResult, error) {
+	src := s.src
+	div := func(field, recorded, replayed string) error {
+		return &DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: field, Recorded: recorded, Replayed: replayed}
+	}
+	c := src.current
+	if c == nil {
+		return nil, div("call", "no call at this position", fmt.Sprintf("%s/%s", s.remote, req.Tool))
+	}
+	p := c.prepared
+	argDigest := canonjson.DigestBytes(req.Arguments)
+	switch {
+	case p.Server != s.remote:
+		return nil, div("server", p.Server, s.remote)
+	case p.Tool != req.Tool:
+		return nil, div("tool", p.Tool, req.Tool)
+	case p.ArgumentsDigest != argDigest:
+		return nil, div("argumentsDigest", p.ArgumentsDigest, argDigest)
+	case c.next >= len(c.sends):
+		return nil, div("dispatch", fmt.Sprintf("%d send(s)", len(c.sends)), fmt.Sprintf("send %d", c.next+1))
+	}
+	send := c.sends[c.next]
+	c.next++
+	if err := src.emitRefs(ctx, sink, send.refs); err != nil {
+		return nil, err
+	}
+	switch {
+	case send.result != nil:
+		return send.callResult()
+	case send.callErr != nil:
+		return nil, send.failure()
+	}
+	return nil, div("dispatch", "a send without a recorded outcome", "its outcome")
+}
+
+// callResult rebuilds the transport result from the recorded response frame.
+func (s *recSend) callResult() (*transport.CallResult, error) {
+	for i := len(s.responses) - 1; i >= 0; i-- {
+		f := s.responses[i]
+		if f.Dir != "in" || f.Kind != "response" {
+			continue
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(f.Body, &m); err != nil || len(m.Result) == 0 {
+			continue
+		}
+		var r struct {
+			IsError           bool            `json:"isError"`
+			Content           json.RawMessage `json:"content"`
+			StructuredContent json.RawMessage `json:"structuredContent"`
+		}
+		if err := json.Unmarshal(m.Result, &r); err != nil {
+			return nil, fmt.Errorf("replay: recorded result of %s: %w", s.result.EffectID, err)
+		}
+		if bytes.Equal(r.StructuredContent, []byte("null")) {
+			r.StructuredContent = nil
+		}
+		id := s.result.JSONRPCID
+		if len(id) == 0 {
+			id = m.ID
+		}
+		return &transport.CallResult{Raw: m.Result, IsError: r.IsError, Content: r.Content, StructuredContent: r.StructuredContent, ID: id}, nil
+	}
+	return nil, fmt.Errorf("replay: call %s has a recorded result but no response frame", s.result.EffectID)
+}
+
+func (s *replaySession) Close(context.Context) error { return nil }
+
+// SourceRunID is the run whose evidence answers.
+func (s *replaySession) SourceRunID() string { return s.src.runID }
+
+// SourceTaskID is the source task that opened this session.
+func (s *replaySession) SourceTaskID() string { return s.rec.opened.TaskID }
+
+// Expect makes (taskID, attempt, ordinal) the call the next CallTool must
+// match and returns the effect id of the recorded call there ("" if the
+// source made none: CallTool will then report the divergence).
+func (s *replaySession) Expect(taskID string, attempt, ordinal int) string {
+	c := s.src.expect(callKey{taskID, attempt, ordinal})
+	if c == nil {
+		return ""
+	}
+	return c.prepared.EffectID
+}

@@ -1,0 +1,211 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentctl/agentctl/events"
+)
+
+// Worker executes queued runs, several at once in one process, and resumes
+// runs whose process died. Each run gets its own Runner; they all share
+// one events.DB, so their appends share commits (group commit).
+//
+// Which runs are whose: a run is "queued" until a worker claims it
+// (Runner.RunQueued); a run is "running" and orphaned when its per-run
+// lock (events.DB.LockRun, a kernel lock that dies with its process) can
+// be taken: its writer is gone, and the worker resumes it (Runner.Resume:
+// a call found dispatched with no outcome is an ambiguous failure, so
+// at_most_once and unknown calls end uncertain and are never sent again).
+// A worker takes a run at most once in its life: a run it stopped or could
+// not resume waits for another worker or an operator.
+//
+// Stopping: when the context passed to Run is cancelled (SIGTERM,
+// SIGINT), the worker takes no new run and closes Runner.Stop: each run
+// finishes the task in flight and stops before the next, left resumable.
+// Runs still in flight after Grace are abandoned as they are: Run returns
+// ErrGraceExpired and the caller should exit; nothing is cancelled, so a
+// call in flight is never recorded as cancelled, and a later worker
+// resumes it by the rules.
+type Worker struct {
+	DB *events.DB
+	// Queue says which runs may be taken; nil means the SQLite queue over
+	// DB (LocalQueue).
+	Queue Queue
+	// NewRunner returns the Runner of one run (with DB set to the worker's).
+	NewRunner func() *Runner
+	// Concurrency is how many runs execute at once; ≤ 0 means 4.
+	Concurrency int
+	// Drain makes Run return once no run is left to take and none is in
+	// flight; otherwise Run polls for new runs until its context ends.
+	Drain bool
+	// Poll is the interval between looks at the queue; ≤ 0 means 200 ms.
+	Poll time.Duration
+	// Grace bounds the wait for runs in flight after the context ends;
+	// ≤ 0 means 30 s.
+	Grace time.Duration
+	// Name identifies the worker in run.started; "" means WorkerName().
+	Name string
+	// Started and Finished, when set, see each run as it is taken and as
+	// its part in this worker ends. They are called from one goroutine.
+	Started  func(runID string, resumed bool)
+	Finished func(WorkerRun)
+	// Stopping, when set, is called once the context has ended and the
+	// runs in flight were told to stop before their next task.
+	Stopping func()
+}
+
+// WorkerRun is what became of one run a worker took.
+type WorkerRun struct {
+	RunID   string  `json:"runId"`
+	Resumed bool    `json:"resumed"` // an orphan resumed, not a queued run started
+	State   string  `json:"state"`   // the run's state when the worker let go of it
+	Exit    int     `json:"exitCode"`
+	Error   *string `json:"error"`
+	// Skipped: another process took the run first; the worker did nothing.
+	Skipped bool `json:"skipped,omitempty"`
+}
+
+// ErrGraceExpired reports that runs were still in flight when the grace
+// period after a stop ended; they are left for a resume.
+var ErrGraceExpired = errors.New("workflow: worker grace period expired with runs in flight")
+
+// Run takes and executes runs until the queue is drained (Drain) or ctx
+// ends, and returns what became of every run it took.
+func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
+	conc := w.Concurrency
+	if conc <= 0 {
+		conc = 4
+	}
+	poll := w.Poll
+	if poll <= 0 {
+		poll = 200 * time.Millisecond
+	}
+	grace := w.Grace
+	if grace <= 0 {
+		grace = 30 * time.Second
+	}
+	name := w.Name
+	if name == "" {
+		name = WorkerName()
+	}
+	queue := w.Queue
+	if queue == nil {
+		queue = LocalQueue{DB: w.DB}
+	}
+	stop := make(chan struct{})
+	done := make(chan WorkerRun, conc)
+	taken := map[string]bool{}
+	var out []WorkerRun
+	inflight := 0
+	ctxDone, stopped := ctx.Done(), false
+	var graceOver <-chan time.Time
+	var fail error // a storage failure listing the queue: stop taking runs
+	ticker := time.NewTicker(poll)
+	defer ticker.Stop()
+	for {
+		stopping := stopped || fail != nil
+		if !stopping && inflight < conc {
+			// Runs taken and still queued (being claimed, or skipped) are
+			// listed again: ask for enough to fill every free slot past them.
+			list, err := queue.Candidates(context.WithoutCancel(ctx), conc+len(taken))
+			if err != nil {
+				fail = err
+				close(stop)
+				continue
+			}
+			startedAny := false
+			for _, c := range list {
+				if inflight >= conc {
+					break
+				}
+				if taken[c.RunID] {
+					continue
+				}
+				resumed := c.State != "queued"
+				if resumed && !queue.Orphaned(c.RunID) {
+					continue
+				}
+				taken[c.RunID] = true
+				inflight++
+				startedAny = true
+				if w.Started != nil {
+					w.Started(c.RunID, resumed)
+				}
+				go func() { done <- w.execute(c.RunID, resumed, name, stop) }()
+			}
+			if w.Drain && inflight == 0 && !startedAny {
+				return out, nil
+			}
+		}
+		if stopping && inflight == 0 {
+			return out, fail
+		}
+		tick := ticker.C
+		if stopping || inflight >= conc {
+			tick = nil
+		}
+		select {
+		case r := <-done:
+			inflight--
+			if !r.Skipped {
+				out = append(out, r)
+			}
+			switch r.State {
+			case StateSucceeded, StateFailed, StateUncertain, StateCancelled:
+				delete(taken, r.RunID) // finished: never listed again
+			}
+			if w.Finished != nil {
+				w.Finished(r)
+			}
+		case <-tick:
+		case <-ctxDone:
+			ctxDone, stopped = nil, true
+			if fail == nil {
+				close(stop)
+			}
+			graceOver = time.After(grace)
+			if w.Stopping != nil {
+				w.Stopping()
+			}
+		case <-graceOver:
+			return out, fmt.Errorf("%w: %d run(s) left for resume", ErrGraceExpired, inflight)
+		}
+	}
+}
+
+// execute runs one taken run to the end of this worker's part in it.
+func (w *Worker) execute(runID string, resumed bool, name string, stop <-chan struct{}) WorkerRun {
+	r := w.NewRunner()
+	r.DB, r.Stop = w.DB, stop
+	ctx := context.Background() // a stop never cancels a call in flight
+	var res *Result
+	var err error
+	if resumed {
+		res, err = r.Resume(ctx, runID)
+	} else {
+		res, err = r.RunQueued(ctx, runID, name)
+	}
+	wr := WorkerRun{RunID: runID, Resumed: resumed}
+	if err != nil {
+		if errors.Is(err, events.ErrRunBusy) || errors.Is(err, ErrNotQueued) {
+			wr.Skipped = true
+		}
+		wr.State, wr.Exit = "error", ExitStorage
+		var we *Error
+		if errors.As(err, &we) {
+			wr.Exit = we.Code
+		}
+		msg := err.Error()
+		wr.Error = &msg
+		return wr
+	}
+	wr.State, wr.Exit = res.State, res.ExitCode
+	if res.Err != nil {
+		msg := res.Err.Error()
+		wr.Error = &msg
+	}
+	return wr
+}
