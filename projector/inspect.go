@@ -145,6 +145,15 @@ var ErrUnknownRun = errors.New("unknown run")
 
 // Inspect builds the inspect document of runID from the projections and the log.
 func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error) {
+	return InspectEach(ctx, db, runID, nil)
+}
+
+// InspectEach is Inspect that also hands each, when not nil, every event of
+// the run in seq order (with its hashes) from the one read of the log that
+// Inspect makes, so that a view built beside the document (the HTML report's
+// timeline and chain check) costs no second scan. An error from each stops
+// the read and is returned.
+func InspectEach(ctx context.Context, db *events.DB, runID string, each func(events.Event) error) (*Document, error) {
 	x := db.SQL()
 	var run RunView
 	if err := x.GetContext(ctx, &run, `SELECT run_id, workflow, workflow_digest, mode, source_run_id, state, exit_code, error, calls, events, last_seq, started_at, finished_at, updated_at FROM runs WHERE run_id = ?`, runID); err != nil {
@@ -178,7 +187,18 @@ func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error
 		return nil, &events.Error{Op: "inspect effects", Path: db.Path(), Err: err}
 	}
 	perAttempt := map[string]int{}
-	err := db.ScanPayloads(ctx, runID, func(e events.Event) error {
+	scan := db.ScanPayloads
+	if each != nil {
+		scan = func(ctx context.Context, runID string, fn func(events.Event) error) error {
+			return db.Scan(ctx, runID, 0, func(e events.Event) error {
+				if err := each(e); err != nil {
+					return err
+				}
+				return fn(e)
+			})
+		}
+	}
+	err := scan(ctx, runID, func(e events.Event) error {
 		if e.Type == TypeRunFinished {
 			var p RunFinished
 			if err := e.Decode(&p); err == nil && p.Outputs != nil {

@@ -385,11 +385,15 @@ func (x *exchange) deliver(b []byte, eventID string, status int) (*message, erro
 	if f.Kind == "server_request" {
 		return nil, x.answer(m)
 	}
+	if m.Method == methodToolsListChanged {
+		x.s.toolsChanged.Store(true)
+	}
 	if !isResp {
 		return nil, nil
 	}
 	if m.Error != nil {
-		return nil, &Error{Op: x.op, Kind: KindRemoteError, Code: m.Error.Code, Message: x.s.c.red.cut(m.Error.Message, 1024), Sent: true, Status: status}
+		return nil, &Error{Op: x.op, Kind: KindRemoteError, Code: m.Error.Code, Message: x.s.c.red.cut(m.Error.Message, 1024), Sent: true, Status: status,
+			Data: x.s.c.red.json(nonNull(m.Error.Data))}
 	}
 	return m, nil
 }

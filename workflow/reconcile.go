@@ -36,10 +36,20 @@ type UncertainError struct {
 }
 
 func (e *UncertainError) Error() string {
-	return fmt.Sprintf("call %s of task %s may have executed on %s (%s): %v\n"+
-		"check the server, then: agentctl effects reconcile %s --status applied --result-file R.json"+
-		" | --status not-applied --reason \"...\" and agentctl resume %s",
-		e.EffectID, e.TaskID, e.Server, e.URL, e.Err, e.EffectID, e.RunID)
+	c := ReconcileCommands(e.RunID, e.EffectID)
+	return fmt.Sprintf("call %s of task %s may have executed on %s (%s): %v\ncheck the server, then: %s | %s, and %s",
+		e.EffectID, e.TaskID, e.Server, e.URL, e.Err, c[0], c[1], c[2])
+}
+
+// ReconcileCommands are the commands that settle uncertain call effectID of
+// run runID, as printed: the two verdicts (each needs a --reason), then the
+// resume. The HTML report shows the same ones.
+func ReconcileCommands(runID, effectID string) []string {
+	return []string{
+		"agentctl effects reconcile " + effectID + ` --status applied --reason "..." --result-file R.json`,
+		"agentctl effects reconcile " + effectID + ` --status not-applied --reason "..."`,
+		"agentctl resume " + runID,
+	}
 }
 
 // Unwrap returns the failure that left the call uncertain.

@@ -122,8 +122,16 @@ func TestCLI_HostileServers(t *testing.T) {
 				srv.Inject(*tc.fault)
 			}
 			db := filepath.Join(t.TempDir(), "a.db")
+			// The inactivity timeout is what the timeout cases test (1 s,
+			// bounded by maxDur); elsewhere a size bound or the protocol must
+			// end the call, and a 1 s timeout would only race them on a
+			// loaded machine.
+			timeout := 10
+			if tc.maxDur > 0 {
+				timeout = 1
+			}
 			start := time.Now()
-			out, stderr, code := cli(t, "run", hostileWorkflow(t, srv.URL, tool, "at_most_once", 1, tc.max), "--db", db, "--output", "json")
+			out, stderr, code := cli(t, "run", hostileWorkflow(t, srv.URL, tool, "at_most_once", timeout, tc.max), "--db", db, "--output", "json")
 			took := time.Since(start)
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr %s", code, tc.code, stderr)

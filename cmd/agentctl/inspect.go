@@ -30,6 +30,7 @@ type inspected struct {
 }
 
 func (a *app) inspectCmd() *cobra.Command {
+	var html htmlFlags
 	var verify bool
 	cmd := &cobra.Command{
 		Use:   "inspect RUN_ID",
@@ -44,6 +45,9 @@ then reported as a storage error (exit 5) naming the first bad seq or the table.
   agentctl inspect run-0190c3f2-... --output json | jq .data.protocolCalls`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if html.on || html.out != "" {
+				return a.inspectHTML(cmd.Context(), args[0], html)
+			}
 			ctx := cmd.Context()
 			return a.withExistingDB(ctx, func(db *events.DB) error {
 				doc, err := projector.Inspect(ctx, db, args[0])
@@ -89,6 +93,7 @@ then reported as a storage error (exit 5) naming the first bad seq or the table.
 		},
 	}
 	cmd.Flags().BoolVar(&verify, "verify", false, "recompute the run's hash chain and every projection row shown from the log")
+	html.add(cmd)
 	return cmd
 }
 

@@ -1,0 +1,428 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
+)
+
+// Event types another part of the system may write that the timeline shows
+// when present (concurrent task graphs, retry policies); any other type it
+// does not know is passed over.
+const (
+	TypeTaskSkipped        = "task.skipped"
+	TypeTaskRetryScheduled = "task.retry_scheduled"
+)
+
+// Marker kinds on a call, in the order the legend lists them.
+const (
+	MarkSent       = "sent"       // the tools/call request went out
+	MarkProgress   = "progress"   // notifications/progress (aggregated)
+	MarkPoll       = "poll"       // tasks/get polls of an MCP task (aggregated)
+	MarkResumed    = "resumed"    // the response stream was resumed (GET + Last-Event-ID)
+	MarkLost       = "lost"       // the session was lost: the call went reconnecting, or the session expired
+	MarkRedispatch = "redispatch" // the call was sent again on a fresh session
+	MarkResult     = "result"     // a complete, validated result was recorded
+	MarkError      = "error"      // a call.error was recorded
+	MarkReplayed   = "replayed"   // recorded frames a replay answered with (aggregated)
+)
+
+// maxPoints bounds the single markers kept per kind per call; the count
+// goes on past it, so a pathological log cannot grow the report.
+const maxPoints = 16
+
+// maxTools bounds the tools listed per session.
+const maxTools = 64
+
+// Mark is what happened to a call of one kind: every occurrence is counted,
+// the first maxPoints are kept as points in time.
+type Mark struct {
+	Kind   string
+	Count  int
+	Points []time.Time
+	First  time.Time
+	Last   time.Time
+}
+
+// Transition is one call.transition with its time.
+type Transition struct {
+	projector.CallTransition
+	Seq int64
+	At  time.Time
+}
+
+// Call is one tools/call as the timeline draws it.
+type Call struct {
+	EffectID    string
+	TaskID      string
+	Attempt     int
+	Server      string
+	Tool        string
+	Idempotency string
+	Start, End  time.Time
+	Status      string
+	Transitions []Transition
+	Marks       map[string]*Mark
+	Errors      []projector.CallError
+	// Row is the protocol_calls row inspect read (nil when the projection
+	// lags the log, in a live run).
+	Row *projector.CallView
+	// Reconcile holds the commands that settle the call when it is
+	// uncertain and not yet reconciled.
+	Reconcile []string
+	// Budget is the redispatches the call's class allows (nil: not known).
+	Budget *int
+	// Reconciled is the operator's verdict, when given.
+	Reconciled *projector.EffectView
+}
+
+// Attempt is one task attempt: a bar on its task's lane.
+type Attempt struct {
+	Attempt    int
+	Server     string
+	Tool       string
+	Start, End time.Time
+	Finished   bool
+	State      string
+	Error      string
+	Calls      []*Call
+}
+
+// LaneMark is something that happened on a task's lane besides its calls: a
+// retry scheduled, the task skipped, a session it opened.
+type LaneMark struct {
+	Kind   string // "skipped", "retry" or "session" (a session this task opened)
+	At     time.Time
+	Detail string
+}
+
+// Lane is one task of the run.
+type Lane struct {
+	TaskID   string
+	Attempts []*Attempt
+	Marks    []LaneMark
+}
+
+// RunMark is a run-wide moment (the run resumed).
+type RunMark struct {
+	Kind   string
+	At     time.Time
+	Detail string
+}
+
+// Session is one protocol session with the tools it listed.
+type Session struct {
+	Remote          string
+	Generation      int
+	TaskID          string
+	URL             string
+	ProtocolVersion string
+	SessionIDDigest string
+	CatalogDigest   string
+	Opened          time.Time
+	Expired         *time.Time
+	Attached        []string // tasks that used the session after the one that opened it
+	Tools           []projector.ToolInfo
+	ToolCount       int
+	Warnings        []string
+	SourceRunID     string
+	Row             *projector.SessionView
+}
+
+// fold reads the run's events once, in seq order, into the timeline.
+type fold struct {
+	first, last time.Time
+	lanes       []*Lane
+	laneOf      map[string]*Lane
+	calls       []*Call
+	callOf      map[string]*Call
+	sessions    []*Session
+	sessionOf   map[string]*Session
+	runMarks    []RunMark
+	chain       *chainCheck
+	lastStamp   string
+	lastAt      time.Time
+	sourceRunID string
+}
+
+func newFold(runID string) *fold {
+	return &fold{laneOf: map[string]*Lane{}, callOf: map[string]*Call{}, sessionOf: map[string]*Session{},
+		chain: newChainCheck(runID)}
+}
+
+// taskRef is the part of a task event's payload the fold reads; it decodes
+// the event types the timeline knows only by name as well.
+type taskRef struct {
+	TaskID  string `json:"taskId"`
+	Attempt int    `json:"attempt"`
+	Server  string `json:"server"`
+	Tool    string `json:"tool"`
+	State   string `json:"state"`
+	Error   string `json:"error"`
+	Reason  string `json:"reason"`
+}
+
+// add folds one event. Every event goes to the chain check; a broken link
+// is remembered (the report says so) and the fold goes on.
+func (f *fold) add(e events.Event) error {
+	f.chain.add(e)
+	if e.CreatedAt != f.lastStamp { // events of one commit share their time
+		at, err := time.Parse(time.RFC3339Nano, e.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("created_at of seq %d: %w", e.Seq, err)
+		}
+		f.lastStamp, f.lastAt = e.CreatedAt, at
+	}
+	at := f.lastAt
+	if f.first.IsZero() {
+		f.first = at
+	}
+	if at.After(f.last) {
+		f.last = at
+	}
+	if strings.HasPrefix(e.Type, projector.FramePrefix) {
+		return f.frame(e, at)
+	}
+	switch e.Type {
+	case projector.TypeTaskStarted, projector.TypeTaskFinished, TypeTaskSkipped, TypeTaskRetryScheduled:
+		var t taskRef
+		if err := e.Decode(&t); err != nil {
+			return err
+		}
+		f.task(e.Type, t, at)
+	case projector.TypeCallPrepared:
+		var p projector.CallPrepared
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		c := &Call{EffectID: p.EffectID, TaskID: p.TaskID, Attempt: p.Attempt, Server: p.Server, Tool: p.Tool,
+			Idempotency: p.Idempotency, Start: at, End: at, Status: "prepared", Marks: map[string]*Mark{}}
+		f.calls = append(f.calls, c)
+		f.callOf[c.EffectID] = c
+		if a := f.attempt(p.TaskID, p.Attempt, at); a != nil {
+			a.Calls = append(a.Calls, c)
+		}
+	case projector.TypeCallTransition:
+		var t projector.CallTransition
+		if err := e.Decode(&t); err != nil {
+			return err
+		}
+		if c := f.callOf[t.EffectID]; c != nil {
+			c.Transitions = append(c.Transitions, Transition{CallTransition: t, Seq: e.Seq, At: at})
+			c.Status, c.End = t.To, at
+			switch t.To {
+			case "reconnecting":
+				c.mark(MarkLost, at)
+			case "redispatched":
+				c.mark(MarkRedispatch, at)
+			}
+		}
+	case projector.TypeCallResult:
+		var r struct {
+			EffectID string `json:"effectId"`
+		}
+		if err := e.Decode(&r); err != nil {
+			return err
+		}
+		f.callMark(r.EffectID, MarkResult, at)
+	case projector.TypeCallError:
+		var ce projector.CallError
+		if err := e.Decode(&ce); err != nil {
+			return err
+		}
+		if c := f.callOf[ce.EffectID]; c != nil {
+			c.mark(MarkError, at)
+			if len(c.Errors) < maxPoints {
+				c.Errors = append(c.Errors, ce)
+			}
+		}
+	case projector.TypeReplayFrames:
+		var r projector.ReplayFrames
+		if err := e.Decode(&r); err != nil {
+			return err
+		}
+		if c := f.callOf[r.EffectID]; c != nil {
+			m := c.mark(MarkReplayed, at)
+			m.Count += int(r.Count) - 1
+		}
+		f.sourceRunID = r.SourceRunID
+	case projector.TypeSessionOpened:
+		var s projector.SessionOpened
+		if err := e.Decode(&s); err != nil {
+			return err
+		}
+		ss := &Session{Remote: s.Remote, Generation: s.Generation, TaskID: s.TaskID, URL: s.URL, ProtocolVersion: s.ProtocolVersion,
+			SessionIDDigest: s.SessionIDDigest, Opened: at, SourceRunID: s.SourceRunID}
+		f.sessions = append(f.sessions, ss)
+		f.sessionOf[sessionKey(s.Remote, s.Generation)] = ss
+		if s.TaskID != "" {
+			l := f.lane(s.TaskID)
+			l.Marks = append(l.Marks, LaneMark{Kind: "session", At: at, Detail: fmt.Sprintf("session %s generation %d opened (%s)", s.Remote, s.Generation, s.ProtocolVersion)})
+		}
+	case projector.TypeSessionCatalog:
+		var s projector.SessionCatalog
+		if err := e.Decode(&s); err != nil {
+			return err
+		}
+		if ss := f.sessionOf[sessionKey(s.Remote, s.Generation)]; ss != nil {
+			ss.CatalogDigest, ss.ToolCount, ss.Warnings = s.CatalogDigest, len(s.Tools), s.Warnings
+			ss.Tools = s.Tools[:min(len(s.Tools), maxTools)]
+		}
+	case projector.TypeSessionExpired, projector.TypeSessionAttached:
+		var s projector.SessionRef
+		if err := e.Decode(&s); err != nil {
+			return err
+		}
+		ss := f.sessionOf[sessionKey(s.Remote, s.Generation)]
+		if ss == nil {
+			break
+		}
+		if e.Type == projector.TypeSessionExpired {
+			t := at
+			ss.Expired = &t
+		} else if len(ss.Attached) < maxTools {
+			ss.Attached = append(ss.Attached, s.TaskID)
+		}
+	case projector.TypeRunResumed:
+		var r projector.RunResumed
+		if err := e.Decode(&r); err != nil {
+			return err
+		}
+		f.runMarks = append(f.runMarks, RunMark{Kind: "resumed", At: at, Detail: "resumed after " + r.PreviousState})
+	}
+	return nil
+}
+
+// progressPrefix opens a progress notification frame as agentctl writes it.
+const progressPrefix = `{"dir":"in","kind":"notification","method":"notifications/progress",`
+
+// frame marks a protocol frame on its call; frames of a session (initialize,
+// tools/list) are not drawn.
+func (f *fold) frame(e events.Event, at time.Time) error {
+	id, ok := strings.CutPrefix(e.Stream, "call/")
+	if !ok {
+		return nil
+	}
+	c := f.callOf[id]
+	if c == nil {
+		return nil
+	}
+	switch e.Type {
+	case projector.FramePrefix + "resume":
+		c.mark(MarkResumed, at)
+		return nil
+	case projector.FramePrefix + "request", projector.FramePrefix + "notification":
+	default:
+		return nil
+	}
+	p, err := e.Plaintext()
+	if err != nil {
+		return err
+	}
+	// Progress is most of a long call's frames: read the common shape by
+	// its prefix (frames are written dir, kind, method first), anything
+	// else through the frame decoder.
+	if strings.HasPrefix(p, progressPrefix) {
+		c.mark(MarkProgress, at)
+		return nil
+	}
+	h, err := projector.DecodeFrameHeader(e)
+	if err != nil {
+		return err
+	}
+	switch {
+	case h.Dir == "out" && h.Method == "tools/call":
+		c.mark(MarkSent, at)
+	case h.Dir == "out" && h.Method == "tasks/get":
+		c.mark(MarkPoll, at)
+	case h.Dir == "in" && h.Method == "notifications/progress":
+		c.mark(MarkProgress, at)
+	}
+	return nil
+}
+
+func (f *fold) task(typ string, t taskRef, at time.Time) {
+	l := f.lane(t.TaskID)
+	switch typ {
+	case projector.TypeTaskStarted:
+		l.Attempts = append(l.Attempts, &Attempt{Attempt: t.Attempt, Server: t.Server, Tool: t.Tool, Start: at, End: at, State: "running"})
+	case projector.TypeTaskFinished:
+		if a := f.attempt(t.TaskID, t.Attempt, at); a != nil {
+			a.End, a.Finished, a.State, a.Error = at, true, t.State, t.Error
+		}
+	case TypeTaskSkipped:
+		l.Marks = append(l.Marks, LaneMark{Kind: "skipped", At: at, Detail: firstOf(t.Reason, t.Error)})
+	case TypeTaskRetryScheduled:
+		l.Marks = append(l.Marks, LaneMark{Kind: "retry", At: at, Detail: firstOf(t.Reason, t.Error)})
+	}
+}
+
+func (f *fold) lane(taskID string) *Lane {
+	l := f.laneOf[taskID]
+	if l == nil {
+		l = &Lane{TaskID: taskID}
+		f.lanes = append(f.lanes, l)
+		f.laneOf[taskID] = l
+	}
+	return l
+}
+
+// attempt finds the attempt a call or finish belongs to, opening one when
+// the log has none (a log that starts mid-attempt cannot, but a report
+// should still draw what it finds).
+func (f *fold) attempt(taskID string, n int, at time.Time) *Attempt {
+	if taskID == "" {
+		return nil
+	}
+	l := f.lane(taskID)
+	for i := len(l.Attempts) - 1; i >= 0; i-- {
+		if l.Attempts[i].Attempt == n {
+			return l.Attempts[i]
+		}
+	}
+	a := &Attempt{Attempt: n, Start: at, End: at, State: "running"}
+	l.Attempts = append(l.Attempts, a)
+	return a
+}
+
+func (f *fold) callMark(effectID, kind string, at time.Time) {
+	if c := f.callOf[effectID]; c != nil {
+		c.mark(kind, at)
+	}
+}
+
+// mark counts one occurrence of kind at at.
+func (c *Call) mark(kind string, at time.Time) *Mark {
+	m := c.Marks[kind]
+	if m == nil {
+		m = &Mark{Kind: kind, First: at}
+		c.Marks[kind] = m
+	}
+	m.Count++
+	m.Last = at
+	if len(m.Points) < maxPoints {
+		m.Points = append(m.Points, at)
+	}
+	if at.After(c.End) {
+		c.End = at
+	}
+	return m
+}
+
+func sessionKey(remote string, gen int) string {
+	b, _ := json.Marshal([]any{remote, gen})
+	return string(b)
+}
+
+func firstOf(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
