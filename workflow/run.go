@@ -285,7 +285,6 @@ func (rn *run) observe(evs []events.Event) {
 	}
 }
 
-
 func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
 	rn.closeSessions()
 	res := &Result{RunID: rn.id, State: StateSucceeded, Outputs: outputs}

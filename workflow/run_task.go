@@ -291,10 +291,7 @@ func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool
 		}
 		fr := base
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
-		fr.Body = f.Body
-		if len(fr.Body) == 0 || !json.Valid(fr.Body) {
-			fr.Body, _ = json.Marshal(string(f.Body))
-		}
+		fr.Body = frameBody(f.Body)
 		rec := events.Record{Stream: stream, Type: projector.FramePrefix + f.Kind, Payload: fr}
 		if deferResponse && f.Dir == "in" && f.Kind == "response" {
 			rn.later(rec)
@@ -302,6 +299,16 @@ func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool
 		}
 		return rn.append(rec)
 	}
+}
+
+// frameBody is a frame's body as recorded: JSON as is, anything else as
+// a JSON string.
+func frameBody(b []byte) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		s, _ := json.Marshal(string(b))
+		return s
+	}
+	return b
 }
 
 // recordReplayed records a replay session's reference to recorded frames
