@@ -47,6 +47,8 @@ func (c *call) resume(ctx context.Context, lc *loggedCall) (any, error) {
 			return nil, &callFailure{kind: "interrupted", msg: c.lastReason()}
 		}
 		fallthrough
+	case fsm.Accepted, fsm.Polling, fsm.InputRequired, fsm.Cancelling:
+		return c.resumeTask(ctx, lc)
 	case fsm.Reconnecting:
 		if err := c.reconnect(ctx); err != nil {
 			return nil, err

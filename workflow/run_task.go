@@ -211,24 +211,9 @@ func sessionStream(remote string, gen int) string { return fmt.Sprintf("session/
 // openSession initializes a new session (the next generation) and lists
 // its tools. The caller holds sessMu.
 func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
-	rn.mu.Lock()
-	conn := rn.conns[remote]
-	rn.mu.Unlock()
-	if conn == nil {
-		d := rn.r.Dialer
-		if d == nil {
-			d = NetworkDialer{}
-		}
-		cfg := rn.wf.TransportConfig(remote)
-		cfg.UserAgent = rn.r.UserAgent
-		cfg.Getenv = rn.r.Getenv
-		var err error
-		if conn, err = d.Dial(remote, cfg); err != nil {
-			return nil, err
-		}
-		rn.mu.Lock()
-		rn.conns[remote] = conn
-		rn.mu.Unlock()
+	conn, err := rn.conn(remote)
+	if err != nil {
+		return nil, err
 	}
 	rn.mu.Lock()
 	rn.gens[remote]++
@@ -270,6 +255,34 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 	rn.remotes[remote] = rs
 	rn.mu.Unlock()
 	return rs, nil
+}
+
+// conn returns the run's connection to remote, dialing it on first use.
+func (rn *run) conn(remote string) (Conn, error) {
+	rn.mu.Lock()
+	conn := rn.conns[remote]
+	rn.mu.Unlock()
+	if conn != nil {
+		return conn, nil
+	}
+	d := rn.r.Dialer
+	if d == nil {
+		d = NetworkDialer{}
+	}
+	cfg := rn.wf.TransportConfig(remote)
+	cfg.UserAgent = rn.r.UserAgent
+	cfg.Getenv = rn.r.Getenv
+	conn, err := d.Dial(remote, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if prev := rn.conns[remote]; prev != nil {
+		return prev, nil
+	}
+	rn.conns[remote] = conn
+	return conn, nil
 }
 
 // sink persists every frame (with any pending records) before the
