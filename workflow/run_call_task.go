@@ -70,6 +70,10 @@ func (c *call) prepareTask(ctx context.Context) error {
 	if refuse != "" {
 		return c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported, msg: fmt.Sprintf("tool %q %s; not sent", c.tool.Name, refuse)})
 	}
+	if _, replay := c.rs.sess.(Recorded); use && replay && ts == nil {
+		return c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported,
+			msg: fmt.Sprintf("replay: tool %q is called as an MCP task, and replaying task calls is not supported yet (the log holds the task's evidence: use inspect); not replayed", c.tool.Name)})
+	}
 	if use && (ts == nil || !ts.ToolCallTasks()) {
 		if support == transport.TaskSupportRequired {
 			return c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported,

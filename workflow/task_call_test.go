@@ -279,3 +279,83 @@ func TestTaskCall_URLElicitation(t *testing.T) {
 		t.Fatalf("error: %s", msg)
 	}
 }
+
+// TestTaskCall_CancelSendsTasksCancel: a cancel (SIGINT) while the task
+// runs sends tasks/cancel, recorded; the call is cancelled when the server
+// confirms, uncertain when it cannot be asked.
+func TestTaskCall_CancelSendsTasksCancel(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		fault  bool
+		state  string
+		cancel string // the call.task_cancel's confirmation
+	}{
+		{"confirmed", false, "cancelled", `"confirmed":true`},
+		{"unconfirmed", true, "uncertain", `"confirmed":false`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 1000, PollInterval: 10}}, researchTool(nil))
+			if tc.fault {
+				srv.Inject(mcptest.Fault{RPCMethod: "tasks/cancel", Nth: 1, Status: http.StatusInternalServerError})
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			db := openDB(t)
+			obs := func(e events.Event) {
+				if projector.Describe(e) == "call.transition accepted->polling" {
+					cancel() // the user's ^C while the task is working
+				}
+			}
+			res, err := (&workflow.Runner{DB: db, Observe: obs}).Run(ctx, mustParse(t, taskWorkflow(srv.URL, "research", "at_most_once", "")), nil, workflow.RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != workflow.ExitCancelled {
+				t.Fatalf("exit %d: %v", res.ExitCode, res.Err)
+			}
+			n := 0
+			for _, r := range srv.Stats().Requests {
+				if r.RPCMethod == "tasks/cancel" {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("tasks/cancel sent %d times", n)
+			}
+			doc, err := projector.Inspect(context.Background(), db, res.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := doc.ProtocolCalls[0]
+			b, _ := json.Marshal(call.Task)
+			if call.Status != tc.state || call.Task == nil || call.Task.Cancel == nil || !strings.Contains(string(b), tc.cancel) {
+				t.Fatalf("call %s, task %s", call.Status, b)
+			}
+		})
+	}
+}
+
+// TestTaskCall_ReplayUnsupported: replaying a run whose call was an MCP
+// task fails with a clear message (nothing is sent, no panic) until replay
+// answers tasks from the log.
+func TestTaskCall_ReplayUnsupported(t *testing.T) {
+	srv := mcptest.NewServer(mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 1, PollInterval: 10}}, researchTool(nil))
+	db := openDB(t)
+	src := runTask(t, db, taskWorkflow(srv.URL, "research", "pure", ""), nil)
+	if src.Err != nil {
+		t.Fatal(src.Err)
+	}
+	srv.Close()
+	blockNetwork(t, srv.URL)
+	rp, err := workflow.PrepareReplay(context.Background(), db, src.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := (&workflow.Runner{DB: db, Dialer: rp.Dialer}).Run(context.Background(), rp.Workflow, rp.Inputs, workflow.RunOptions{Mode: "replay", SourceRunID: src.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ExitCode != workflow.ExitFailed || rep.Err == nil || !strings.Contains(rep.Err.Error(), "replaying task calls is not supported yet") {
+		t.Fatalf("replay exit %d: %v", rep.ExitCode, rep.Err)
+	}
+}
