@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -88,6 +89,59 @@ func TestCLI_TaskCrashResumeSessionGone(t *testing.T) {
 			}
 			if n := srv.Stats().Executed["research"]; n != tc.calls {
 				t.Fatalf("executed %d, want %d", n, tc.calls)
+			}
+		})
+	}
+}
+
+// TestCLI_TaskCrashMatrix kills agentctl after every commit of an
+// at_most_once task call and resumes: the log stays sound, the server never
+// sees a second tools/call, and once the CreateTaskResult is on disk the
+// run always succeeds (only the window between sending the tools/call and
+// committing the task may leave it uncertain).
+func TestCLI_TaskCrashMatrix(t *testing.T) {
+	start := func(t *testing.T) *mcptest.Server {
+		return mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 2, PollInterval: 10}}, researchTool())
+	}
+	srv := start(t)
+	refDB := t.TempDir() + "/ref.db"
+	if _, stderr, code := cli(t, "run", researchWorkflow(t, srv.URL, "at_most_once"), "--db", refDB, "--output", "json"); code != 0 {
+		t.Fatalf("reference run exit %d: %s", code, stderr)
+	}
+	evs := logOf(t, refDB, runIDs(t, refDB)[0])
+	lines := describeAll(evs)
+	var points []string // the last event of each commit after run.created
+	accepted := -1      // index in points of the commit holding call.task_accepted
+	seen := map[string]int{}
+	for i, l := range lines {
+		seen[l]++
+		if l == "call.task_accepted" {
+			accepted = len(points)
+		}
+		if i == 0 || (i+1 < len(evs) && evs[i+1].CreatedAt == evs[i].CreatedAt) {
+			continue
+		}
+		points = append(points, fmt.Sprintf("%s#%d", l, seen[l]))
+	}
+	if accepted < 0 || len(points) < 4 {
+		t.Fatalf("reference log:\n%s", strings.Join(lines, "\n"))
+	}
+	for i, p := range points {
+		if i == len(points)-1 {
+			break // run.finished: nothing left to resume
+		}
+		t.Run(strings.ReplaceAll(p, "#", " "), func(t *testing.T) { // no "#": the DB path is a file: URI
+			srv := start(t)
+			db := t.TempDir() + "/a.db"
+			runID := crashRun(t, db, researchWorkflow(t, srv.URL, "at_most_once"), p)
+			before := logOf(t, db, runID)
+			code, _, stderr := resumeJSON(t, db, runID)
+			assertSound(t, db, runID, before)
+			if n := srv.Stats().Calls["research"]; n > 1 {
+				t.Fatalf("server saw %d tools/call", n)
+			}
+			if (i >= accepted && code != 0) || (code != 0 && code != 3) {
+				t.Fatalf("resume after %s exit %d\n%s", p, code, stderr)
 			}
 		})
 	}
