@@ -1,6 +1,11 @@
 package projector
 
-import "github.com/agentctl/agentctl/events"
+import (
+	"errors"
+	"strings"
+
+	"github.com/agentctl/agentctl/events"
+)
 
 // CallTaskView is what inspect shows of a call made as an MCP task: the
 // task id (its digest when the server's id is long or odd), the session's
@@ -31,7 +36,17 @@ const maxShownTaskID = 64
 type taskViews map[string]*CallTaskView
 
 // add folds one event into the views; events of other types are ignored.
+// A payload sealed for a key this process lacks leaves the view out:
+// inspect works without the key, like for frames recorded in clear.
 func (tv taskViews) add(e events.Event) error {
+	err := tv.fold(e)
+	if errors.Is(err, events.ErrKeyRequired) {
+		return nil
+	}
+	return err
+}
+
+func (tv taskViews) fold(e events.Event) error {
 	switch e.Type {
 	case TypeCallTaskAccepted:
 		var p CallTaskAccepted
@@ -62,6 +77,9 @@ func (tv taskViews) add(e events.Event) error {
 			v.Cancel = &p
 		}
 	case TypeCallResult:
+		if tv[strings.TrimPrefix(e.Stream, "call/")] == nil {
+			return nil // not a task's result: nothing to decode
+		}
 		var p CallResult
 		if err := e.Decode(&p); err != nil {
 			return err

@@ -59,8 +59,6 @@ func (c *call) resumeTask(ctx context.Context, lc *loggedCall) (any, error) {
 	}
 	lt := lc.task
 	c.taskID, c.polls, c.lastStatus = lt.accepted.TaskID, lt.lastPoll, lt.status+"\x00"+lt.message
-	// A redispatch after a lost task is a task again, with the same ttl.
-	c.useTask, c.ttl = true, time.Duration(c.rn.wf.Action(c.task).TaskTTL())*time.Second
 	if lc.result != nil { // tasks/result reached the log: conclude, never ask again
 		c.viaTask = true
 		return c.conclude(ctx, *lc.result)

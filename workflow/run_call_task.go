@@ -64,9 +64,8 @@ func (c *call) prepareTask(ctx context.Context) error {
 			return err
 		}
 	}
-	action := c.rn.wf.Action(c.task)
 	support := c.tool.TaskSupport()
-	use, refuse := useTask(support, action.Task, c.rn.wf.Spec.MCPServers[c.remote].TasksPolicy())
+	use, refuse := c.decideTask()
 	if refuse != "" {
 		return c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported, msg: fmt.Sprintf("tool %q %s; not sent", c.tool.Name, refuse)})
 	}
@@ -82,8 +81,16 @@ func (c *call) prepareTask(ctx context.Context) error {
 		use = false // the spec: no params.task without the capability
 	}
 	c.useTask = use
-	c.ttl = time.Duration(action.TaskTTL()) * time.Second
 	return nil
+}
+
+// decideTask sets the call's task ttl and returns useTask's decision for
+// its tool, action and remote. A resumed call decides again, so that a
+// resend after an ambiguous failure is a task again.
+func (c *call) decideTask() (use bool, refuse string) {
+	action := c.rn.wf.Action(c.task)
+	c.ttl = time.Duration(action.TaskTTL()) * time.Second
+	return useTask(c.tool.TaskSupport(), action.Task, c.rn.wf.Spec.MCPServers[c.remote].TasksPolicy())
 }
 
 // relist refreshes tools/list after notifications/tools/list_changed and
