@@ -211,7 +211,7 @@ func TestCLI_GoSDK(t *testing.T) {
 		if code != workflow.ExitUncertain {
 			t.Fatalf("exit %d, want %d\n%s", code, workflow.ExitUncertain, stderr)
 		}
-		if !regexp.MustCompile(`call [0-9a-f]{12} → uncertain`).MatchString(stderr) {
+		if !regexp.MustCompile(`call [0-9a-f]{12} \(second\) → uncertain`).MatchString(stderr) {
 			t.Errorf("stderr does not show the uncertain call:\n%s", stderr)
 		}
 		if n := srv.Calls("counter"); n != 1 {

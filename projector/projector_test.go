@@ -52,46 +52,14 @@ func tools(big string) []mcptest.ToolDef {
 	}
 }
 
-// graphSource is a workflow named random with spec.concurrency (0: absent) and more
-// keys per task (extras[i], a YAML flow mapping's members, may be "").
-// An idem entry may carry more action keys after a comma ("pure, retry: {…}").
-func graphSource(url string, concurrency int, idem []string, calls []string, extras []string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: random}
-spec:
-`)
-	if concurrency > 0 {
-		fmt.Fprintf(&b, "  concurrency: %d\n", concurrency)
-	}
-	fmt.Fprintf(&b, `  policy:
-    networkAllowlist: [127.0.0.1]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    local: {url: %q, timeoutSeconds: 30}
-  actions:
-`, url)
-	for i, c := range idem {
-		fmt.Fprintf(&b, "    a%d: {kind: mcp.call, idempotency: %s}\n", i, c)
-	}
-	b.WriteString("  tasks:\n")
-	for i, c := range calls {
-		fmt.Fprintf(&b, "    - id: t%d\n      uses: action:a%d\n      with: {server: local, %s}\n", i, i, c)
-		if i < len(extras) && extras[i] != "" {
-			fmt.Fprintf(&b, "      %s\n", extras[i])
-		}
-	}
-	return b.String()
-}
-
-// workflowSource is a workflow named random that makes calls in order:
-// task ti through its own action ai.
-func workflowSource(url string, calls []testkit.Task) string {
+// workflowSource is a workflow named random that makes calls (in order,
+// unless a call's keys say otherwise): task ti through its own action ai,
+// at spec.concurrency concurrency (0: absent).
+func workflowSource(url string, concurrency int, calls []testkit.Task) string {
 	for i := range calls {
 		calls[i].ID, calls[i].Action = fmt.Sprintf("t%d", i), fmt.Sprintf("a%d", i)
 	}
-	return testkit.Workflow{Name: "random", URL: url, Tasks: calls}.YAML()
+	return testkit.Workflow{Name: "random", URL: url, Concurrency: concurrency, Tasks: calls}.YAML()
 }
 
 // snapshot renders every projection row of runID, in a stable order.
@@ -136,24 +104,20 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 	var runIDs []string
 	for i := range 40 {
 		n := 1 + rng.IntN(4)
-		var idem, calls, extras []string
+		var calls []testkit.Task
 		for j := range n {
+			c := testkit.Task{Idempotency: idems[rng.IntN(len(idems))]}
 			// The graph: independent tasks, tasks that let the run go on,
 			// retries after definitive failures.
-			var extra []string
 			if rng.IntN(3) == 0 {
-				extra = append(extra, "needs: []")
+				c.Keys = append(c.Keys, "needs: []")
 			}
 			if rng.IntN(4) == 0 {
-				extra = append(extra, "continueOnError: true")
+				c.Keys = append(c.Keys, "continueOnError: true")
 			}
-			extras = append(extras, strings.Join(extra, "\n      "))
-			class := idems[rng.IntN(len(idems))]
 			if rng.IntN(3) == 0 {
-				class += ", retry: {maxAttempts: 2, initialIntervalSeconds: 0.001}"
+				c.Retry = "{maxAttempts: 2, initialIntervalSeconds: 0.001}"
 			}
-			idem = append(idem, class)
-			var c testkit.Task
 			switch rng.IntN(6) {
 			case 0:
 				c.Tool, c.Arguments = "chatty", fmt.Sprintf("{n: %d}", rng.IntN(5))
@@ -168,11 +132,7 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 			default:
 				c.Tool, c.Arguments = "ok", fmt.Sprintf("{run: %d, task: %d}", i, j)
 			}
-			call := "tool: " + c.Tool
-			if c.Arguments != "" {
-				call += ", arguments: " + c.Arguments
-			}
-			calls = append(calls, call)
+			calls = append(calls, c)
 		}
 		switch rng.IntN(4) { // a fault on the next tools/call: expiry, 5xx, or none
 		case 0:
@@ -180,7 +140,7 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 		case 1:
 			srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Nth: 1, Status: http.StatusServiceUnavailable})
 		}
-		wf, err := spec.Parse("random.yaml", []byte(graphSource(srv.URL, 1+rng.IntN(3), idem, calls, extras)))
+		wf, err := spec.Parse("random.yaml", []byte(workflowSource(srv.URL, 1+rng.IntN(3), calls)))
 		if err != nil {
 			t.Fatalf("workflow %d: %v", i, err)
 		}
@@ -231,7 +191,7 @@ func TestInspect_BoundsStreamEventsAndPayloads(t *testing.T) {
 	big := strings.Repeat("é", 3000) // 6000 bytes of text
 	srv := mcptest.Start(t, mcptest.Options{}, tools(big)...)
 	db := openDB(t)
-	src := workflowSource(srv.URL, []testkit.Task{{Idempotency: "idempotent", Tool: "chatty", Arguments: "{n: 1000}"}, {Idempotency: "idempotent", Tool: "big"}})
+	src := workflowSource(srv.URL, 0, []testkit.Task{{Idempotency: "idempotent", Tool: "chatty", Arguments: "{n: 1000}"}, {Idempotency: "idempotent", Tool: "big"}})
 	wf, err := spec.Parse("bounds.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)

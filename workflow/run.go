@@ -257,8 +257,7 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	return nil
 }
 
-// observe shows committed events to the observer in seq
-// order: a batch that commits after a later one of another task is held
+// observe shows committed events to the observer in seq order: a batch that commits after a later one of another task is held
 // until the gap before it is shown.
 func (rn *run) observe(evs []events.Event) {
 	if len(evs) == 0 || rn.r.Observe == nil {

@@ -39,8 +39,9 @@ type carry struct {
 	done chan struct{}
 	err  error
 	// chained are carries a task took but never committed (it ended with
-	// nothing to record, e.g. a resumed task that had succeeded): their
-	// records are in recs now, and they are done when this one is.
+	// nothing of its own to commit, e.g. a resumed task that had
+	// succeeded): their records are in recs now, and they are done when
+	// this one is.
 	chained []*carry
 }
 
@@ -129,6 +130,8 @@ func (rn *run) execute(ctx context.Context) *Result {
 		}()
 	}
 	for {
+		// A worker's graceful stop (Runner.Stop) starts no new task either;
+		// the run then ends without run.finished, resumable.
 		if stop == nil && ctx.Err() == nil && !rn.stopping() {
 			for i := range tasks {
 				if running >= limit {
@@ -145,8 +148,19 @@ func (rn *run) execute(ctx context.Context) *Result {
 		e := <-ended
 		running--
 		t := tasks[e.idx]
-		if len(e.pending) > 0 || len(e.carrying) > 0 {
-			carries[e.idx] = &carry{recs: e.pending, done: make(chan struct{}), chained: e.carrying}
+		switch {
+		case len(e.carrying) > 0:
+			// The task took carries but ended without a commit (a resumed
+			// task the log says is done): commit them now, since tasks may
+			// be waiting for them.
+			lane := rn.fork()
+			lane.pending = e.pending
+			lane.carrying = []*carry{{recs: e.pending, done: make(chan struct{}), chained: e.carrying}}
+			if err := lane.append(); err != nil && e.fail == nil {
+				e.fail = rn.storageFail(err)
+			}
+		case len(e.pending) > 0:
+			carries[e.idx] = &carry{recs: e.pending, done: make(chan struct{})}
 		}
 		if e.fail == nil {
 			state[e.idx] = tsDone
@@ -215,7 +229,8 @@ func (rn *run) execute(ctx context.Context) *Result {
 	return rn.finish(outputs, nil)
 }
 
-// containsCarry reports whether c is in list or chained to one of its carries.
+// containsCarry reports whether c is in list or chained to one of its
+// carries.
 func containsCarry(list []*carry, c *carry) bool {
 	for _, x := range list {
 		if x == c || containsCarry(x.chained, c) {

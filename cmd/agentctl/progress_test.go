@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
 // ttyBuffer is a buffer that says it is a terminal.
@@ -137,5 +140,37 @@ func unsetNoColor(t *testing.T) {
 	t.Setenv("NO_COLOR", "")
 	if err := os.Unsetenv("NO_COLOR"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProgress_ConcurrentLiveLines: on a terminal, tasks in flight together
+// each have their live line; off a terminal, every call line names its task.
+func TestProgress_ConcurrentLiveLines(t *testing.T) {
+	b := newBarrier(3)
+	srv := mcptest.Start(t, mcptest.Options{}, b.tool("wait"))
+	var tasks []graphTask
+	for i := range 3 {
+		tasks = append(tasks, graphTask{id: fmt.Sprintf("t%d", i), tool: "wait", needs: none()})
+	}
+	wf := graphWorkflow(t, srv.URL, 3, tasks)
+	var errb ttyBuffer
+	var out bytes.Buffer
+	if code := execute(t.Context(), []string{"run", wf, "--db", t.TempDir() + "/a.db"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	three := regexp.MustCompile(`… t\d  local/wait  [^\n]*\n… t\d  local/wait  [^\n]*\n… t\d  local/wait  `)
+	if !three.MatchString(errb.String()) {
+		t.Fatalf("no moment with three live lines:\n%q", errb.String())
+	}
+	b2 := newBarrier(3)
+	srv2 := mcptest.Start(t, mcptest.Options{}, b2.tool("wait"))
+	_, stderr, code := cli(t, "run", graphWorkflow(t, srv2.URL, 3, tasks), "--db", t.TempDir()+"/b.db")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, id := range []string{"t0", "t1", "t2"} {
+		if !regexp.MustCompile(`  call [0-9a-f]{12} \(` + id + `\) → succeeded\n`).MatchString(stderr) {
+			t.Errorf("no plain call line for %s:\n%s", id, stderr)
+		}
 	}
 }

@@ -17,6 +17,7 @@ type Workflow struct {
 	Server         string // the remote's name; "" = "local"
 	URL            string // the remote's URL, on 127.0.0.1
 	TimeoutSeconds int    // the remote's inactivity timeout; 0 = 30
+	Concurrency    int    // spec.concurrency; 0 = absent
 	Tasks          []Task
 	Outputs        []Output
 }
@@ -27,7 +28,9 @@ type Task struct {
 	Action      string // the action's name; "" = "act_" + ID
 	Idempotency string // the action's class; tasks that share an action must agree
 	Tool        string
-	Arguments   string // a YAML flow mapping, e.g. "{n: 1}"; "" = none
+	Arguments   string   // a YAML flow mapping, e.g. "{n: 1}"; "" = none
+	Retry       string   // the action's retry policy, a YAML flow mapping; "" = none
+	Keys        []string // more keys of the task, e.g. "needs: []", "continueOnError: true"
 }
 
 // Output is one workflow output: Value is usually a template.
@@ -51,13 +54,17 @@ func (w Workflow) YAML() string {
 kind: Workflow
 metadata: {name: %s}
 spec:
-  policy:
+`, name)
+	if w.Concurrency > 0 {
+		fmt.Fprintf(&b, "  concurrency: %d\n", w.Concurrency)
+	}
+	fmt.Fprintf(&b, `  policy:
     networkAllowlist: [127.0.0.1]
     network: {allowedSchemes: [http], allowPrivate: true}
   mcpServers:
     %s: {url: %q, timeoutSeconds: %d}
   actions:
-`, name, server, w.URL, timeout)
+`, server, w.URL, timeout)
 	declared := map[string]string{}
 	for _, t := range w.Tasks {
 		action := t.action()
@@ -68,7 +75,11 @@ spec:
 			continue
 		}
 		declared[action] = t.Idempotency
-		fmt.Fprintf(&b, "    %s: {kind: mcp.call, idempotency: %s}\n", action, t.Idempotency)
+		retry := ""
+		if t.Retry != "" {
+			retry = ", retry: " + t.Retry
+		}
+		fmt.Fprintf(&b, "    %s: {kind: mcp.call, idempotency: %s%s}\n", action, t.Idempotency, retry)
 	}
 	b.WriteString("  tasks:\n")
 	for _, t := range w.Tasks {
@@ -77,6 +88,9 @@ spec:
 			args = ", arguments: " + t.Arguments
 		}
 		fmt.Fprintf(&b, "    - id: %s\n      uses: action:%s\n      with: {server: %s, tool: %q%s}\n", t.ID, t.action(), server, t.Tool, args)
+		for _, k := range t.Keys {
+			fmt.Fprintf(&b, "      %s\n", k)
+		}
 	}
 	if len(w.Outputs) > 0 {
 		b.WriteString("  outputs:\n")
