@@ -16,11 +16,10 @@ import (
 // (with the session id to reattach, unsealed by events) and the last
 // status change seen.
 type loggedTask struct {
-	accepted   projector.CallTaskAccepted
-	status     string // last recorded status
-	message    string // and its statusMessage
-	lastPoll   int    // ordinal of the poll that recorded it
-	resultSeen bool   // a call.result followed the acceptance
+	accepted projector.CallTaskAccepted
+	status   string // last recorded status
+	message  string // and its statusMessage
+	lastPoll int    // ordinal of the poll that recorded it
 }
 
 // foldTask folds call.task_accepted and call.task_status into the call.
