@@ -8,8 +8,6 @@ import (
 	"reflect"
 	"time"
 	"unicode/utf8"
-
-	"github.com/jmoiron/sqlx"
 )
 
 const insertEvent = `INSERT INTO events (run_id, seq, stream, type, payload, created_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
@@ -42,9 +40,15 @@ func (db *DB) append(ctx context.Context, runID string, after int64, recs []Reco
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	m := &member{ctx: ctx, runID: runID, after: after, recs: recs, apply: apply}
-	db.group.submit(db, m)
-	return m.evs, m.err
+	for attempt := 1; ; attempt++ {
+		m := &member{ctx: ctx, runID: runID, after: after, recs: recs, apply: apply}
+		db.group.submit(db, m)
+		// PostgreSQL may abort a transaction for another's sake (40001,
+		// 40P01); nothing of it committed, so it is run again.
+		if m.err == nil || attempt == maxAppendRetries || !retryable(m.err) {
+			return m.evs, m.err
+		}
+	}
 }
 
 // appendMember writes one member's events and projections inside the
@@ -61,7 +65,7 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member) ([]Event, err
 	if !ok {
 		// Compare-and-append always reads the tip inside the transaction.
 		var err error
-		if t, err = readTip(ctx, tx.Tx, runID); err != nil {
+		if t, err = readTip(ctx, tx, runID); err != nil {
 			return nil, &Error{Op: "append: read tip", Path: db.path, Err: classify(err)}
 		}
 	}
@@ -88,6 +92,9 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member) ([]Event, err
 		e := Event{RunID: runID, Seq: t.seq + 1, Stream: r.Stream, Type: r.Type, Payload: payload, CreatedAt: now, PrevHash: t.hash, codec: db.enc, value: typedValue(r.Payload)}
 		e.Hash = ChainHash(ChainLatest, e)
 		if _, err := tx.Exec(ctx, insertEvent, e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt, e.PrevHash, e.Hash); err != nil {
+			if appendConflict(err) {
+				return nil, fmt.Errorf("append to run %s at seq %d: %w: someone else appended, reload the tail (%v)", runID, e.Seq, ErrConflict, err)
+			}
 			return nil, &Error{Op: fmt.Sprintf("append %s seq %d", e.Type, e.Seq), Path: db.path, Err: classify(err)}
 		}
 		t = tip{seq: e.Seq, hash: e.Hash}
@@ -102,7 +109,7 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member) ([]Event, err
 	return evs, nil
 }
 
-func readTip(ctx context.Context, tx *sqlx.Tx, runID string) (tip, error) {
+func readTip(ctx context.Context, tx *Tx, runID string) (tip, error) {
 	var t tip
 	err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID).Scan(&t.seq, &t.hash)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -9,11 +9,16 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 )
 
 func exportRun(t *testing.T, n int) (string, *events.AuditHeader) {
 	t.Helper()
-	db := mustOpen(t, filepath.Join(t.TempDir(), "a.db"))
+	return exportRunOn(t, mustOpen(t, filepath.Join(t.TempDir(), "a.db")), n)
+}
+
+func exportRunOn(t *testing.T, db *events.DB, n int) (string, *events.AuditHeader) {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := db.Append(ctx, "run-a", []events.Record{{Stream: "run", Type: "run.created", Payload: map[string]string{"digest": "sha256:abc"}}}, nil); err != nil {
 		t.Fatal(err)
@@ -29,7 +34,11 @@ func exportRun(t *testing.T, n int) (string, *events.AuditHeader) {
 }
 
 func TestAudit_ExportThenVerify(t *testing.T) {
-	out, h := exportRun(t, 5)
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) { testExportThenVerify(t, b.Open(t, events.Options{})) })
+}
+
+func testExportThenVerify(t *testing.T, db *events.DB) {
+	out, h := exportRunOn(t, db, 5)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != 6 {
 		t.Fatalf("export has %d lines, want 6:\n%s", len(lines), out)

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // ErrEncryption reports a refused encryption change (already enabled, a run
@@ -65,7 +63,7 @@ func (db *DB) EnableEncryption(ctx context.Context, keyID string, kek []byte) er
 	if err != nil {
 		return err
 	}
-	err = db.settingsTx(ctx, func(tx *sqlx.Tx, now string) error {
+	err = db.settingsTx(ctx, func(tx *Tx, now string) error {
 		var open []string
 		if err := tx.SelectContext(ctx, &open, `SELECT run_id FROM events WHERE seq = 1 AND run_id NOT IN (SELECT run_id FROM events WHERE type = 'run.finished') ORDER BY run_id LIMIT 5`); err != nil {
 			return err
@@ -116,7 +114,7 @@ func (db *DB) RotateKey(ctx context.Context, newKeyID string, newKEK []byte) err
 		return err
 	}
 	dekJSON, _ := json.Marshal(w)
-	err = db.settingsTx(ctx, func(tx *sqlx.Tx, now string) error {
+	err = db.settingsTx(ctx, func(tx *Tx, now string) error {
 		for _, kv := range [][2]string{{settingKEK, newKeyID}, {settingDEK, string(dekJSON)}} {
 			if _, err := tx.ExecContext(ctx, `UPDATE settings SET value = ?, updated_at = ? WHERE name = ?`, kv[1], now, kv[0]); err != nil {
 				return err
@@ -130,7 +128,7 @@ func (db *DB) RotateKey(ctx context.Context, newKeyID string, newKEK []byte) err
 	return db.reloadLocked(ctx, nil, c.dekKey)
 }
 
-func (db *DB) settingsTx(ctx context.Context, fn func(tx *sqlx.Tx, now string) error) error {
+func (db *DB) settingsTx(ctx context.Context, fn func(tx *Tx, now string) error) error {
 	tx, err := db.x.BeginTxx(ctx, nil)
 	if err != nil {
 		return err

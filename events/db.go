@@ -62,11 +62,13 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrBusy means another writer held the database past the busy timeout.
 var ErrBusy = errors.New("database is locked by another writer")
 
-// DB is the event log over one SQLite file. It is safe for concurrent use;
-// writes are serialised inside the process and by SQLite across processes.
+// DB is the event log over one SQLite file or one PostgreSQL database. It
+// is safe for concurrent use; writes are serialised inside the process and
+// by the database across processes.
 type DB struct {
-	x    *sqlx.DB
-	path string
+	x       *Handle
+	path    string // the SQLite file, or the PostgreSQL URL without its password
+	backend migrations.Backend
 	// Now stamps created_at; tests may replace it.
 	Now func() time.Time
 
@@ -77,6 +79,7 @@ type DB struct {
 	enc   *codec // payload encryption state (codec.go)
 	ckpt  *checkpointer
 	locks runLocks
+	pg    *pgState // PostgreSQL only (postgres.go)
 }
 
 type tip struct {
@@ -86,7 +89,14 @@ type tip struct {
 
 // Open opens (creating if needed) the database at path, refuses a schema
 // newer than this binary before touching the file, and migrates it.
+//
+// A postgres:// or postgresql:// URL opens a PostgreSQL database instead
+// (postgres.go); it is not migrated here but refused unless `agentctl db
+// migrate` (Migrate) brought it to this binary's schema.
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	if IsPostgres(path) {
+		return openPostgres(ctx, path, opts)
+	}
 	if opts.Durability == "" {
 		opts.Durability = DurabilityFull
 	}
@@ -120,7 +130,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 	var err error
-	x := sqlx.NewDb(sql.OpenDB(hookConnector{dsn: dsn, d: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+	x := &Handle{sqlx.NewDb(sql.OpenDB(hookConnector{dsn: dsn, d: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
 		if !opts.ReadOnly {
 			if err := connExec(c, fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", autoCheckpointPages)); err != nil {
 				return err
@@ -130,8 +140,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 			return connExec(c, fmt.Sprintf("PRAGMA max_page_count = %d", opts.MaxPageCount))
 		}
 		return nil
-	}}}), "sqlite3")
-	db := &DB{x: x, path: path, Now: time.Now, tips: map[string]tip{}}
+	}}}), "sqlite3")}
+	db := &DB{x: x, path: path, backend: migrations.SQLite, Now: time.Now, tips: map[string]tip{}}
 	if err := db.init(ctx, opts.ReadOnly); err != nil {
 		_ = x.Close()
 		return nil, err
@@ -163,14 +173,9 @@ func (c hookConnector) Driver() driver.Driver                        { return c.
 // checkExisting reads the schema version through a read-only connection so
 // that a newer or foreign file is refused without a single byte changing.
 func checkExisting(ctx context.Context, path string) error {
-	ro, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_busy_timeout=5000")
+	v, err := sqliteVersion(ctx, path)
 	if err != nil {
-		return &Error{Op: "open", Path: path, Err: err}
-	}
-	defer ro.Close()
-	v, err := migrations.Version(ctx, ro)
-	if err != nil {
-		return &Error{Op: "open", Path: path, Err: classify(err)}
+		return err
 	}
 	if err := migrations.CheckVersion(v); err != nil {
 		return &Error{Op: "open", Path: path, Err: err}
@@ -206,20 +211,40 @@ func (db *DB) init(ctx context.Context, readOnly bool) error {
 func (db *DB) Close() error {
 	db.stopCheckpointer()
 	db.locks.close()
+	db.pg.close()
 	db.stmts.close()
 	return db.x.Close()
 }
 
-// Path is the file the database lives in.
+// Path is the file the database lives in, or the PostgreSQL URL without
+// its password.
 func (db *DB) Path() string { return db.path }
 
-// SQL exposes the handle to packages that fold or read projections.
-func (db *DB) SQL() *sqlx.DB { return db.x }
+// Backend says which database the log lives in.
+func (db *DB) Backend() migrations.Backend { return db.backend }
 
-// classify turns SQLite's busy/locked codes into ErrBusy, by code, not text.
+// SQL exposes the handle to packages that fold or read projections.
+func (db *DB) SQL() *Handle { return db.x }
+
+// classify turns SQLite's busy/locked codes into ErrBusy, by code, not
+// text, and names a PostgreSQL error's SQLSTATE (postgres.go).
 func classify(err error) error {
 	if isBusy(err) {
 		return fmt.Errorf("%w: %v", ErrBusy, err)
 	}
-	return err
+	return classifyPostgres(err)
+}
+
+// sqliteVersion reads an existing file's schema version read-only.
+func sqliteVersion(ctx context.Context, path string) (int, error) {
+	ro, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return 0, &Error{Op: "open", Path: path, Err: err}
+	}
+	defer ro.Close()
+	v, err := migrations.Version(ctx, ro)
+	if err != nil {
+		return 0, &Error{Op: "open", Path: path, Err: classify(err)}
+	}
+	return v, nil
 }

@@ -31,7 +31,12 @@ type runLocks struct {
 // same log (compare-and-append catches the second only if it read the log
 // before the first wrote). It fails at once with ErrRunBusy when another
 // process, or this one, holds the run.
+//
+// On PostgreSQL it is a session advisory lock (postgres.go).
 func (db *DB) LockRun(runID string) (unlock func(), err error) {
+	if db.pg != nil {
+		return db.lockRunPostgres(runID)
+	}
 	l := &db.locks
 	l.mu.Lock()
 	defer l.mu.Unlock()

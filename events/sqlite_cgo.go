@@ -4,6 +4,7 @@ package events
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/mattn/go-sqlite3"
 )
@@ -21,4 +22,15 @@ func isBusy(err error) bool {
 		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked
 	}
 	return false
+}
+
+// sqliteAppendConflict reports an events INSERT refused because the run's
+// log moved on: the primary key (run_id, seq) or the dense-seq trigger.
+func sqliteAppendConflict(err error) bool {
+	var se sqlite3.Error
+	if !errors.As(err, &se) || se.Code != sqlite3.ErrConstraint {
+		return false
+	}
+	return se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey ||
+		(se.ExtendedCode == sqlite3.ErrConstraintTrigger && strings.Contains(se.Error(), "dense"))
 }

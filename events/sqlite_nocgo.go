@@ -15,3 +15,5 @@ var errNoCgo = errors.New("this agentctl was built without cgo and has no SQLite
 func connExec(*sqlite3.SQLiteConn, string) error { return errNoCgo }
 
 func isBusy(error) bool { return false }
+
+func sqliteAppendConflict(error) bool { return false }

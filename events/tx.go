@@ -54,14 +54,15 @@ func (t *Tx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// BeginTx starts a write transaction (BEGIN IMMEDIATE) outside Append, for
+// BeginTx starts a write transaction (BEGIN IMMEDIATE on SQLite) outside Append, for
 // maintenance such as rebuilding projections.
 func (db *DB) BeginTx(ctx context.Context) (*Tx, error) {
 	tx, err := db.x.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, &Error{Op: "begin", Path: db.path, Err: classify(err)}
 	}
-	return &Tx{Tx: tx, db: db}, nil
+	tx.db = db
+	return tx, nil
 }
 
 // stmtCache holds statements prepared on the pool; database/sql re-prepares
@@ -71,13 +72,13 @@ type stmtCache struct {
 	m  map[string]*sql.Stmt
 }
 
-func (c *stmtCache) get(ctx context.Context, x *sqlx.DB, query string) (*sql.Stmt, error) {
+func (c *stmtCache) get(ctx context.Context, x *Handle, query string) (*sql.Stmt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.m[query]; ok {
 		return st, nil
 	}
-	st, err := x.PrepareContext(ctx, query)
+	st, err := x.PrepareContext(ctx, x.Rebind(query))
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", classify(err))
 	}

@@ -1,7 +1,11 @@
-// Package migrations brings an agentctl SQLite database to the schema this
-// binary understands. Migrations are embedded, numbered SQL files applied in
-// order, one transaction each; the applied version is PRAGMA user_version.
-// A database with a newer version than Latest is refused and never modified.
+// Package migrations brings an agentctl database to the schema this binary
+// understands. Migrations are embedded, numbered SQL files per backend
+// (sql/sqlite, sql/postgres) applied in order, one transaction each. On
+// SQLite the applied version is PRAGMA user_version; on PostgreSQL it is
+// the agentctl_schema table, and every migration runs under
+// pg_advisory_xact_lock so two processes starting together do not race.
+// A database with a newer version than this binary's is refused and never
+// modified.
 package migrations
 
 import (
@@ -16,14 +20,39 @@ import (
 	"strings"
 )
 
-//go:embed sql/*.sql
+//go:embed sql/sqlite/*.sql sql/postgres/*.sql
 var files embed.FS
 
-// Latest is the schema version a fresh database ends at.
-const Latest = 14
+// Backend names a family of migrations.
+type Backend string
+
+const (
+	// SQLite is the embedded default backend.
+	SQLite Backend = "sqlite"
+	// Postgres is the shared backend of a fleet of workers.
+	Postgres Backend = "postgres"
+)
+
+// Latest is the schema version a fresh SQLite database ends at.
+const Latest = 15
+
+// LatestPostgres is the schema version a migrated PostgreSQL database ends at.
+const LatestPostgres = 1
+
+// LatestFor is the current schema version of backend b.
+func LatestFor(b Backend) int {
+	if b == Postgres {
+		return LatestPostgres
+	}
+	return Latest
+}
 
 // ErrNewerSchema reports a database written by a newer agentctl; it is never modified.
 var ErrNewerSchema = errors.New("migrations: database schema is newer than this binary supports")
+
+// ErrOlderSchema reports a PostgreSQL database that `agentctl db migrate`
+// has not brought to this binary's schema yet.
+var ErrOlderSchema = errors.New("migrations: database schema is older than this binary needs")
 
 // Migration is one numbered SQL file.
 type Migration struct {
@@ -32,9 +61,13 @@ type Migration struct {
 	SQL     string
 }
 
-// All returns the embedded migrations in version order.
-func All() ([]Migration, error) {
-	entries, err := fs.ReadDir(files, "sql")
+// All returns the embedded SQLite migrations in version order.
+func All() ([]Migration, error) { return AllFor(SQLite) }
+
+// AllFor returns backend b's embedded migrations in version order.
+func AllFor(b Backend) ([]Migration, error) {
+	dir := "sql/" + string(b)
+	entries, err := fs.ReadDir(files, dir)
 	if err != nil {
 		return nil, fmt.Errorf("read embedded migrations: %w", err)
 	}
@@ -49,7 +82,7 @@ func All() ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration %q: %w", name, err)
 		}
-		body, err := files.ReadFile("sql/" + name)
+		body, err := files.ReadFile(dir + "/" + name)
 		if err != nil {
 			return nil, fmt.Errorf("read migration %q: %w", name, err)
 		}
@@ -60,6 +93,9 @@ func All() ([]Migration, error) {
 		if m.Version != i+1 {
 			return nil, fmt.Errorf("migration %q: expected version %d", m.Name, i+1)
 		}
+	}
+	if n := len(out); n != LatestFor(b) {
+		return nil, fmt.Errorf("%s migrations: %d files, Latest says %d", b, n, LatestFor(b))
 	}
 	return out, nil
 }
@@ -73,16 +109,19 @@ func Version(ctx context.Context, db *sql.DB) (int, error) {
 	return v, nil
 }
 
-// CheckVersion refuses a version newer than Latest.
-func CheckVersion(v int) error {
-	if v > Latest {
-		return fmt.Errorf("%w: database is at version %d, this agentctl knows up to %d; upgrade agentctl", ErrNewerSchema, v, Latest)
+// CheckVersion refuses a SQLite version newer than Latest.
+func CheckVersion(v int) error { return CheckVersionFor(SQLite, v) }
+
+// CheckVersionFor refuses a version of backend b newer than this binary's.
+func CheckVersionFor(b Backend, v int) error {
+	if l := LatestFor(b); v > l {
+		return fmt.Errorf("%w: database is at version %d, this agentctl knows up to %d; upgrade agentctl", ErrNewerSchema, v, l)
 	}
 	return nil
 }
 
-// Apply runs every migration above the database's version, one transaction
-// each, and returns the version before and after.
+// Apply runs every SQLite migration above the database's version, one
+// transaction each, and returns the version before and after.
 func Apply(ctx context.Context, db *sql.DB) (from, to int, err error) {
 	from, err = Version(ctx, db)
 	if err != nil {

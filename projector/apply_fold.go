@@ -72,7 +72,7 @@ func attachSession(ctx context.Context, tx *events.Tx, e events.Event, p Session
 		}
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT OR IGNORE INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = tx.Exec(ctx, `INSERT INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		e.RunID, p.TaskID, p.Remote, p.Generation, url, status, sid, pv, info, cat, srcRun, srcTask, e.CreatedAt, e.CreatedAt)
 	return err
 }

@@ -54,7 +54,9 @@ type RunView struct {
 
 // TaskView is a tasks row.
 type TaskView struct {
-	RunID      string  `db:"run_id" json:"-"`
+	RunID string `db:"run_id" json:"-"`
+	// RowID is PostgreSQL's insertion order (SQLite's rowid is not selected by *).
+	RowID      int64   `db:"rowid" json:"-"`
 	TaskID     string  `db:"task_id" json:"taskId"`
 	Attempt    int     `db:"attempt" json:"attempt"`
 	Server     *string `db:"server" json:"server"`
@@ -68,7 +70,9 @@ type TaskView struct {
 
 // SessionView is a protocol_sessions row.
 type SessionView struct {
-	RunID           string          `db:"run_id" json:"runId"`
+	RunID string `db:"run_id" json:"runId"`
+	// RowID is PostgreSQL's insertion order (SQLite's rowid is not selected by *).
+	RowID           int64           `db:"rowid" json:"-"`
 	TaskID          string          `db:"task_id" json:"taskId"`
 	Remote          string          `db:"remote" json:"remote"`
 	Generation      int             `db:"generation" json:"generation"`
@@ -87,7 +91,9 @@ type SessionView struct {
 
 // CallView is a protocol_calls row.
 type CallView struct {
-	EffectID        string          `db:"effect_id" json:"effectId"`
+	EffectID string `db:"effect_id" json:"effectId"`
+	// RowID is PostgreSQL's insertion order (SQLite's rowid is not selected by *).
+	RowID           int64           `db:"rowid" json:"-"`
 	RunID           string          `db:"run_id" json:"runId"`
 	TaskID          string          `db:"task_id" json:"taskId"`
 	Attempt         int             `db:"attempt" json:"attempt"`

@@ -19,11 +19,6 @@ import (
 	"github.com/agentctl/agentctl/workflow/spec"
 )
 
-func openDB(tb testing.TB) *events.DB {
-	tb.Helper()
-	return testkit.OpenDB(tb, "", events.Options{Durability: events.DurabilityNormal})
-}
-
 // tools offers a tool per behaviour the random workflows pick from.
 func tools(big string) []mcptest.ToolDef {
 	return []mcptest.ToolDef{
@@ -82,6 +77,7 @@ func snapshot(t *testing.T, db *events.DB, runID string) string {
 			if err := rows.MapScan(m); err != nil {
 				t.Fatal(err)
 			}
+			delete(m, "rowid") // PostgreSQL's insertion order, not a value
 			for k, v := range m {
 				if bs, ok := v.([]byte); ok {
 					m[k] = string(bs)
@@ -97,8 +93,13 @@ func snapshot(t *testing.T, db *events.DB, runID string) string {
 }
 
 func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		testRebuildEqualsIncremental(t, b.Open(t, events.Options{Durability: events.DurabilityNormal}))
+	})
+}
+
+func testRebuildEqualsIncremental(t *testing.T, db *events.DB) {
 	srv := mcptest.Start(t, mcptest.Options{}, tools(strings.Repeat("x", 5000))...)
-	db := openDB(t)
 	rng := rand.New(rand.NewPCG(5, 13))
 	idems := []string{"pure", "idempotent", "keyed", "at_most_once", "unknown"}
 	var runIDs []string
@@ -188,9 +189,14 @@ func TestRebuild_EqualsIncrementalForRandomRuns(t *testing.T) {
 }
 
 func TestInspect_BoundsStreamEventsAndPayloads(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		testInspectBounds(t, b.Open(t, events.Options{Durability: events.DurabilityNormal}))
+	})
+}
+
+func testInspectBounds(t *testing.T, db *events.DB) {
 	big := strings.Repeat("é", 3000) // 6000 bytes of text
 	srv := mcptest.Start(t, mcptest.Options{}, tools(big)...)
-	db := openDB(t)
 	src := workflowSource(srv.URL, 0, []testkit.Task{{Idempotency: "idempotent", Tool: "chatty", Arguments: "{n: 1000}"}, {Idempotency: "idempotent", Tool: "big"}})
 	wf, err := spec.Parse("bounds.yaml", []byte(src))
 	if err != nil {

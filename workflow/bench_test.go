@@ -32,8 +32,9 @@ func manyCalls(url string, n int) string {
 
 // BenchmarkCallOverhead measures, in one run against one go-sdk server and
 // the same echo tool: (a) a bare go-sdk client, (b) our transport alone,
-// (c) the full durable path per call, (d) the physical floor, one SQLite
-// commit of a small event. Efficiency = (a + 2·d) / c (BENCHMARKS.md).
+// (c) the full durable path per call, (d) the physical floor, one commit
+// of a small event; c and d on SQLite (full, normal) and on PostgreSQL.
+// Efficiency = (a + 2·d) / c (BENCHMARKS.md).
 func BenchmarkCallOverhead(b *testing.B) {
 	_, url := demotest.StartTest(b, demoserver.Options{})
 	ctx := context.Background()
@@ -72,30 +73,34 @@ func BenchmarkCallOverhead(b *testing.B) {
 		}
 	})
 
-	for _, d := range []events.Durability{events.DurabilityFull, events.DurabilityNormal} {
-		b.Run("c=durable/"+string(d), func(b *testing.B) {
-			db := openBenchDB(b, d)
-			wf, err := spec.Parse("bench.yaml", []byte(manyCalls(url, b.N)))
-			if err != nil {
+	durable := func(b *testing.B, db *events.DB) {
+		wf, err := spec.Parse("bench.yaml", []byte(manyCalls(url, b.N)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		res, err := (&workflow.Runner{DB: db}).Run(ctx, wf, nil, workflow.RunOptions{})
+		if err != nil || res.Err != nil {
+			b.Fatalf("run: %v %v", err, res.Err)
+		}
+	}
+	commit := func(b *testing.B, db *events.DB) {
+		payload := json.RawMessage(`{"dir":"in","kind":"notification","method":"notifications/progress","body":{"jsonrpc":"2.0"}}`)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := db.Append(ctx, "run-bench", []events.Record{{Stream: "call/x", Type: "mcp.notification", Payload: payload}}, nil); err != nil {
 				b.Fatal(err)
 			}
-			b.ResetTimer()
-			res, err := (&workflow.Runner{DB: db}).Run(ctx, wf, nil, workflow.RunOptions{})
-			if err != nil || res.Err != nil {
-				b.Fatalf("run: %v %v", err, res.Err)
-			}
-		})
-		b.Run("d=commit/"+string(d), func(b *testing.B) {
-			db := openBenchDB(b, d)
-			payload := json.RawMessage(`{"dir":"in","kind":"notification","method":"notifications/progress","body":{"jsonrpc":"2.0"}}`)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := db.Append(ctx, "run-bench", []events.Record{{Stream: "call/x", Type: "mcp.notification", Payload: payload}}, nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		}
 	}
+	for _, d := range []events.Durability{events.DurabilityFull, events.DurabilityNormal} {
+		b.Run("c=durable/"+string(d), func(b *testing.B) { durable(b, openBenchDB(b, d)) })
+		b.Run("d=commit/"+string(d), func(b *testing.B) { commit(b, openBenchDB(b, d)) })
+	}
+	// The same on PostgreSQL (AGENTCTL_TEST_POSTGRES), synchronous_commit on:
+	// d is then one PostgreSQL commit.
+	b.Run("c=durable/postgres", func(b *testing.B) { durable(b, testkit.OpenDB(b, testkit.PostgresDB(b), events.Options{})) })
+	b.Run("d=commit/postgres", func(b *testing.B) { commit(b, testkit.OpenDB(b, testkit.PostgresDB(b), events.Options{})) })
 }
 
 // progressTool sends n progress notifications, then answers "done".

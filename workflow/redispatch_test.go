@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -93,81 +94,83 @@ func callView(t *testing.T, db *events.DB, runID string) projector.CallView {
 // forgot the session) is redispatched on generation 2 for pure, idempotent
 // and keyed, and leaves at_most_once and unknown uncertain with one call.
 func TestRedispatch_ServerRestart(t *testing.T) {
-	for _, idem := range classes {
-		t.Run(idem, func(t *testing.T) {
-			srv := mcptest.Start(t, mcptest.Options{}, actTool(nil))
-			srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Status: http.StatusNotFound, Nth: 1})
-			db := openDB(t)
-			res := runAct(t, db, srv, idem, nil)
-			st := srv.Stats()
-			got := describeRun(t, db, res.RunID)
-			c := callView(t, db, res.RunID)
-			if !redispatchable(idem) {
-				if exitCode(res) != workflow.ExitUncertain || res.State != workflow.StateUncertain {
-					t.Fatalf("state %s exit %d err %v; want uncertain, exit 3", res.State, exitCode(res), res.Err)
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		for _, idem := range classes {
+			t.Run(idem, func(t *testing.T) {
+				srv := mcptest.Start(t, mcptest.Options{}, actTool(nil))
+				srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Status: http.StatusNotFound, Nth: 1})
+				db := b.Open(t, events.Options{})
+				res := runAct(t, db, srv, idem, nil)
+				st := srv.Stats()
+				got := describeRun(t, db, res.RunID)
+				c := callView(t, db, res.RunID)
+				if !redispatchable(idem) {
+					if exitCode(res) != workflow.ExitUncertain || res.State != workflow.StateUncertain {
+						t.Fatalf("state %s exit %d err %v; want uncertain, exit 3", res.State, exitCode(res), res.Err)
+					}
+					var ue *workflow.UncertainError
+					if !errors.As(res.Err, &ue) || ue.EffectID != c.EffectID || !strings.Contains(res.Err.Error(), "agentctl effects reconcile "+c.EffectID) ||
+						!strings.Contains(res.Err.Error(), "agentctl resume "+res.RunID) {
+						t.Fatalf("error does not say how to reconcile: %v", res.Err)
+					}
+					if st.Calls["act"] != 1 || st.Initialize != 1 {
+						t.Fatalf("server saw %d calls, %d initializations; want 1, 1", st.Calls["act"], st.Initialize)
+					}
+					if c.Status != "uncertain" || c.Generation != 1 || c.Redispatches != 0 {
+						t.Fatalf("call = %+v", c)
+					}
+					if !slices.Contains(got, "call.transition dispatched->uncertain") {
+						t.Fatalf("events:\n%s", strings.Join(got, "\n"))
+					}
+					return
 				}
-				var ue *workflow.UncertainError
-				if !errors.As(res.Err, &ue) || ue.EffectID != c.EffectID || !strings.Contains(res.Err.Error(), "agentctl effects reconcile "+c.EffectID) ||
-					!strings.Contains(res.Err.Error(), "agentctl resume "+res.RunID) {
-					t.Fatalf("error does not say how to reconcile: %v", res.Err)
+				if res.Err != nil {
+					t.Fatalf("run: %v", res.Err)
 				}
-				if st.Calls["act"] != 1 || st.Initialize != 1 {
-					t.Fatalf("server saw %d calls, %d initializations; want 1, 1", st.Calls["act"], st.Initialize)
+				if st.Calls["act"] != 2 || st.Initialize != 2 || st.Executed["act"] != 1 {
+					t.Fatalf("server saw %d calls (%d executed), %d initializations; want 2 (1), 2", st.Calls["act"], st.Executed["act"], st.Initialize)
 				}
-				if c.Status != "uncertain" || c.Generation != 1 || c.Redispatches != 0 {
+				if c.Status != "succeeded" || c.Generation != 2 || c.Redispatches != 1 {
 					t.Fatalf("call = %+v", c)
 				}
-				if !slices.Contains(got, "call.transition dispatched->uncertain") {
-					t.Fatalf("events:\n%s", strings.Join(got, "\n"))
+				var ids []string
+				for _, r := range st.Requests {
+					if r.RPCMethod == "tools/call" {
+						ids = append(ids, string(r.ID))
+					}
 				}
-				return
-			}
-			if res.Err != nil {
-				t.Fatalf("run: %v", res.Err)
-			}
-			if st.Calls["act"] != 2 || st.Initialize != 2 || st.Executed["act"] != 1 {
-				t.Fatalf("server saw %d calls (%d executed), %d initializations; want 2 (1), 2", st.Calls["act"], st.Executed["act"], st.Initialize)
-			}
-			if c.Status != "succeeded" || c.Generation != 2 || c.Redispatches != 1 {
-				t.Fatalf("call = %+v", c)
-			}
-			var ids []string
-			for _, r := range st.Requests {
-				if r.RPCMethod == "tools/call" {
-					ids = append(ids, string(r.ID))
+				if len(ids) != 2 || ids[0] == ids[1] {
+					t.Fatalf("tools/call JSON-RPC ids = %v; the redispatch must carry a new id", ids)
 				}
-			}
-			if len(ids) != 2 || ids[0] == ids[1] {
-				t.Fatalf("tools/call JSON-RPC ids = %v; the redispatch must carry a new id", ids)
-			}
-			want := []string{
-				"call.transition prepared->dispatched",
-				"mcp.request out tools/call",
-				"mcp.http_error in tools/call",
-				"session.expired",
-				"call.error",
-				"call.transition dispatched->reconnecting",
-				"mcp.request out initialize",
-				"mcp.response in",
-				"mcp.notification out notifications/initialized",
-				"session.opened",
-				"mcp.request out tools/list",
-				"mcp.response in",
-				"session.catalog",
-				"call.transition reconnecting->redispatched",
-				"mcp.request out tools/call",
-			}
-			i := slices.Index(got, "call.prepared")
-			if i < 0 || len(got) < i+1+len(want) || !slices.Equal(got[i+1:i+1+len(want)], want) {
-				t.Fatalf("events:\n%s\nwant after call.prepared:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-			}
-			doc, _ := projector.Inspect(context.Background(), db, res.RunID)
-			if n := len(doc.ProtocolSessions); n != 2 || doc.ProtocolSessions[1].Generation != 2 || doc.ProtocolSessions[1].Status != "reinitialized" ||
-				doc.ProtocolSessions[0].Status != "expired" {
-				t.Fatalf("sessions = %+v", doc.ProtocolSessions)
-			}
-		})
-	}
+				want := []string{
+					"call.transition prepared->dispatched",
+					"mcp.request out tools/call",
+					"mcp.http_error in tools/call",
+					"session.expired",
+					"call.error",
+					"call.transition dispatched->reconnecting",
+					"mcp.request out initialize",
+					"mcp.response in",
+					"mcp.notification out notifications/initialized",
+					"session.opened",
+					"mcp.request out tools/list",
+					"mcp.response in",
+					"session.catalog",
+					"call.transition reconnecting->redispatched",
+					"mcp.request out tools/call",
+				}
+				i := slices.Index(got, "call.prepared")
+				if i < 0 || len(got) < i+1+len(want) || !slices.Equal(got[i+1:i+1+len(want)], want) {
+					t.Fatalf("events:\n%s\nwant after call.prepared:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				doc, _ := projector.Inspect(context.Background(), db, res.RunID)
+				if n := len(doc.ProtocolSessions); n != 2 || doc.ProtocolSessions[1].Generation != 2 || doc.ProtocolSessions[1].Status != "reinitialized" ||
+					doc.ProtocolSessions[0].Status != "expired" {
+					t.Fatalf("sessions = %+v", doc.ProtocolSessions)
+				}
+			})
+		}
+	})
 }
 
 // TestRedispatch_DeclarationOnly: the class comes from the workflow alone.

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -180,103 +181,107 @@ func normalInspect(t *testing.T, db *events.DB, runID string) (string, *projecto
 }
 
 func TestReplay_EqualsSourceWithoutNetwork(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		idem      string
-		getErr    error
-		fault     *mcptest.Fault
-		json      bool
-		wantState string
-		wantCode  int
-	}{
-		{name: "succeeded with progress", idem: "idempotent", wantState: "succeeded"},
-		{name: "json responses", idem: "pure", json: true, wantState: "succeeded"},
-		{name: "session expired then redispatched", idem: "idempotent", fault: &mcptest.Fault{RPCMethod: "tools/call", Tool: "get", Nth: 1, Status: http.StatusNotFound}, wantState: "succeeded"},
-		{name: "isError result", idem: "idempotent", getErr: errors.New("no such document"), wantState: "failed", wantCode: workflow.ExitFailed},
-		{name: "json-rpc error", idem: "idempotent", getErr: &mcptest.RPCError{Code: -32001, Message: "backend down"}, wantState: "failed", wantCode: workflow.ExitFailed},
-		{name: "5xx leaves the call uncertain", idem: "at_most_once", fault: &mcptest.Fault{RPCMethod: "tools/call", Tool: "get", Nth: 1, Status: http.StatusBadGateway}, wantState: "uncertain", wantCode: workflow.ExitUncertain},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := mcptest.NewServer(mcptest.Options{JSONResponse: tc.json}, searchTools(3, tc.getErr)...)
-			t.Cleanup(func() { srv.CheckFaults(t) }) // closed early to block the network; its faults must still have fired
-			if tc.fault != nil {
-				srv.Inject(*tc.fault)
-			}
-			db := openDB(t)
-			wf := mustParse(t, twoTasks(srv.URL, tc.idem))
-			src, err := (&workflow.Runner{DB: db, Getenv: func(string) string { return "Bearer s3cret-token" }}).Run(context.Background(), wf, map[string]any{"query": "mcp"}, workflow.RunOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if src.State != tc.wantState || src.ExitCode != tc.wantCode {
-				t.Fatalf("source run = %s (exit %d, %v), want %s (exit %d)", src.State, src.ExitCode, src.Err, tc.wantState, tc.wantCode)
-			}
-			srv.Close()
-			blockNetwork(t, srv.URL)
-
-			rep := replayOf(t, db, src.RunID)
-			if rep.State != src.State || rep.ExitCode != src.ExitCode || !reflect.DeepEqual(rep.Outputs, src.Outputs) {
-				t.Fatalf("replay = %s (exit %d) %v, source = %s (exit %d) %v", rep.State, rep.ExitCode, rep.Outputs, src.State, src.ExitCode, src.Outputs)
-			}
-			want, srcDoc := normalInspect(t, db, src.RunID)
-			got, repDoc := normalInspect(t, db, rep.RunID)
-			if got != want {
-				t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
-			}
-			if *repDoc.Run.SourceRunID != src.RunID || repDoc.Run.Mode != "replay" {
-				t.Fatalf("replay run = %+v", repDoc.Run)
-			}
-			for i, c := range repDoc.ProtocolCalls {
-				if c.Status != "recorded" || *c.SourceRunID != src.RunID || *c.SourceEffectID != srcDoc.ProtocolCalls[i].EffectID {
-					t.Fatalf("replay call %d = status %s, source %v/%v; want recorded from %s/%s", i, c.Status, c.SourceRunID, c.SourceEffectID, src.RunID, srcDoc.ProtocolCalls[i].EffectID)
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		for _, tc := range []struct {
+			name      string
+			idem      string
+			getErr    error
+			fault     *mcptest.Fault
+			json      bool
+			wantState string
+			wantCode  int
+		}{
+			{name: "succeeded with progress", idem: "idempotent", wantState: "succeeded"},
+			{name: "json responses", idem: "pure", json: true, wantState: "succeeded"},
+			{name: "session expired then redispatched", idem: "idempotent", fault: &mcptest.Fault{RPCMethod: "tools/call", Tool: "get", Nth: 1, Status: http.StatusNotFound}, wantState: "succeeded"},
+			{name: "isError result", idem: "idempotent", getErr: errors.New("no such document"), wantState: "failed", wantCode: workflow.ExitFailed},
+			{name: "json-rpc error", idem: "idempotent", getErr: &mcptest.RPCError{Code: -32001, Message: "backend down"}, wantState: "failed", wantCode: workflow.ExitFailed},
+			{name: "5xx leaves the call uncertain", idem: "at_most_once", fault: &mcptest.Fault{RPCMethod: "tools/call", Tool: "get", Nth: 1, Status: http.StatusBadGateway}, wantState: "uncertain", wantCode: workflow.ExitUncertain},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				srv := mcptest.NewServer(mcptest.Options{JSONResponse: tc.json}, searchTools(3, tc.getErr)...)
+				t.Cleanup(func() { srv.CheckFaults(t) }) // closed early to block the network; its faults must still have fired
+				if tc.fault != nil {
+					srv.Inject(*tc.fault)
 				}
-			}
-			for _, s := range repDoc.ProtocolSessions {
-				if s.Status != "recorded" || *s.SourceRunID != src.RunID {
-					t.Fatalf("replay session = %+v", s)
+				db := b.Open(t, events.Options{})
+				wf := mustParse(t, twoTasks(srv.URL, tc.idem))
+				src, err := (&workflow.Runner{DB: db, Getenv: func(string) string { return "Bearer s3cret-token" }}).Run(context.Background(), wf, map[string]any{"query": "mcp"}, workflow.RunOptions{})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
+				if src.State != tc.wantState || src.ExitCode != tc.wantCode {
+					t.Fatalf("source run = %s (exit %d, %v), want %s (exit %d)", src.State, src.ExitCode, src.Err, tc.wantState, tc.wantCode)
+				}
+				srv.Close()
+				blockNetwork(t, srv.URL)
 
-			// A replay of the replay answers from the replay's evidence.
-			rep2 := replayOf(t, db, rep.RunID)
-			got2, rep2Doc := normalInspect(t, db, rep2.RunID)
-			if got2 != want || *rep2Doc.Run.SourceRunID != rep.RunID {
-				t.Fatalf("replay of replay differs (source %v):\n%s", rep2Doc.Run.SourceRunID, got2)
-			}
-		})
-	}
+				rep := replayOf(t, db, src.RunID)
+				if rep.State != src.State || rep.ExitCode != src.ExitCode || !reflect.DeepEqual(rep.Outputs, src.Outputs) {
+					t.Fatalf("replay = %s (exit %d) %v, source = %s (exit %d) %v", rep.State, rep.ExitCode, rep.Outputs, src.State, src.ExitCode, src.Outputs)
+				}
+				want, srcDoc := normalInspect(t, db, src.RunID)
+				got, repDoc := normalInspect(t, db, rep.RunID)
+				if got != want {
+					t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
+				}
+				if *repDoc.Run.SourceRunID != src.RunID || repDoc.Run.Mode != "replay" {
+					t.Fatalf("replay run = %+v", repDoc.Run)
+				}
+				for i, c := range repDoc.ProtocolCalls {
+					if c.Status != "recorded" || *c.SourceRunID != src.RunID || *c.SourceEffectID != srcDoc.ProtocolCalls[i].EffectID {
+						t.Fatalf("replay call %d = status %s, source %v/%v; want recorded from %s/%s", i, c.Status, c.SourceRunID, c.SourceEffectID, src.RunID, srcDoc.ProtocolCalls[i].EffectID)
+					}
+				}
+				for _, s := range repDoc.ProtocolSessions {
+					if s.Status != "recorded" || *s.SourceRunID != src.RunID {
+						t.Fatalf("replay session = %+v", s)
+					}
+				}
+
+				// A replay of the replay answers from the replay's evidence.
+				rep2 := replayOf(t, db, rep.RunID)
+				got2, rep2Doc := normalInspect(t, db, rep2.RunID)
+				if got2 != want || *rep2Doc.Run.SourceRunID != rep.RunID {
+					t.Fatalf("replay of replay differs (source %v):\n%s", rep2Doc.Run.SourceRunID, got2)
+				}
+			})
+		}
+	})
 }
 
 func TestReplay_DivergenceNamesTaskAndField(t *testing.T) {
-	srv := mcptest.Start(t, mcptest.Options{}, searchTools(0, nil)...)
-	db := openDB(t)
-	env := func(string) string { return "Bearer x-token-1234" } // at least 8 bytes: shorter secrets are refused
-	src, err := (&workflow.Runner{DB: db, Getenv: env}).Run(context.Background(), mustParse(t, twoTasks(srv.URL, "pure")), map[string]any{"query": "mcp"}, workflow.RunOptions{})
-	if err != nil || src.Err != nil {
-		t.Fatalf("source: %v / %v", err, src.Err)
-	}
-	rp, err := workflow.PrepareReplay(context.Background(), db, src.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Same workflow, other input: the first call's arguments differ.
-	res, err := (&workflow.Runner{DB: db, Dialer: rp.Dialer}).Run(context.Background(), rp.Workflow, map[string]any{"query": "other"}, workflow.RunOptions{Mode: "replay", SourceRunID: src.RunID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var de *workflow.DivergenceError
-	if !errors.As(res.Err, &de) {
-		t.Fatalf("replay err = %v, want a *DivergenceError", res.Err)
-	}
-	if de.TaskID != "find" || de.Field != "argumentsDigest" || de.SourceRunID != src.RunID {
-		t.Fatalf("divergence = %+v", de)
-	}
-	if res.State != "failed" || res.ExitCode != workflow.ExitFailed {
-		t.Fatalf("replay ended %s exit %d, want failed exit %d", res.State, res.ExitCode, workflow.ExitFailed)
-	}
-	if got := srv.Stats().Calls["search"]; got != 1 {
-		t.Fatalf("server saw %d search calls, want only the source's 1", got)
-	}
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		srv := mcptest.Start(t, mcptest.Options{}, searchTools(0, nil)...)
+		db := b.Open(t, events.Options{})
+		env := func(string) string { return "Bearer x-token-1234" } // at least 8 bytes: shorter secrets are refused
+		src, err := (&workflow.Runner{DB: db, Getenv: env}).Run(context.Background(), mustParse(t, twoTasks(srv.URL, "pure")), map[string]any{"query": "mcp"}, workflow.RunOptions{})
+		if err != nil || src.Err != nil {
+			t.Fatalf("source: %v / %v", err, src.Err)
+		}
+		rp, err := workflow.PrepareReplay(context.Background(), db, src.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Same workflow, other input: the first call's arguments differ.
+		res, err := (&workflow.Runner{DB: db, Dialer: rp.Dialer}).Run(context.Background(), rp.Workflow, map[string]any{"query": "other"}, workflow.RunOptions{Mode: "replay", SourceRunID: src.RunID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var de *workflow.DivergenceError
+		if !errors.As(res.Err, &de) {
+			t.Fatalf("replay err = %v, want a *DivergenceError", res.Err)
+		}
+		if de.TaskID != "find" || de.Field != "argumentsDigest" || de.SourceRunID != src.RunID {
+			t.Fatalf("divergence = %+v", de)
+		}
+		if res.State != "failed" || res.ExitCode != workflow.ExitFailed {
+			t.Fatalf("replay ended %s exit %d, want failed exit %d", res.State, res.ExitCode, workflow.ExitFailed)
+		}
+		if got := srv.Stats().Calls["search"]; got != 1 {
+			t.Fatalf("server saw %d search calls, want only the source's 1", got)
+		}
+	})
 }
 
 func TestReplay_RefusesUnfinishedAndUnknownRuns(t *testing.T) {

@@ -53,89 +53,93 @@ func describeRun(tb testing.TB, db *events.DB, runID string) []string {
 }
 
 func TestRun_OneCallEventSequence(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		opts demoserver.Options
-	}{
-		{"sse", demoserver.Options{}},
-		{"json", demoserver.Options{JSONResponse: true}},
-	} {
-		t.Run(mode.name, func(t *testing.T) {
-			srv, url := demotest.StartTest(t, mode.opts)
-			db := openDB(t)
-			wf := mustParse(t, oneCall(url, "echo", "idempotent", `{message: hello}`))
-			res, err := (&workflow.Runner{DB: db}).Run(context.Background(), wf, nil, workflow.RunOptions{})
-			if err != nil || res.Err != nil {
-				t.Fatalf("run: %v / %v", err, res.Err)
-			}
-			want := []string{
-				"run.created",
-				"task.started only",
-				"mcp.request out initialize",
-				"mcp.response in",
-				"mcp.notification out notifications/initialized",
-				"session.opened",
-				"mcp.request out tools/list",
-				"mcp.response in",
-				"session.catalog",
-				"call.prepared",
-				"call.transition prepared->dispatched",
-				"mcp.request out tools/call",
-				"mcp.response in",
-				"call.result",
-				"call.transition dispatched->succeeded",
-				"task.finished only succeeded",
-				"run.finished succeeded",
-			}
-			got := describeRun(t, db, res.RunID)
-			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-			}
-			out, _ := json.Marshal(res.Outputs)
-			if string(out) != `{"result":{"message":"hello"}}` {
-				t.Fatalf("outputs = %s", out)
-			}
-			if n := srv.Calls("echo"); n != 1 {
-				t.Fatalf("server ran echo %d times, want 1", n)
-			}
-			if _, err := db.VerifyRun(context.Background(), res.RunID); err != nil {
-				t.Fatalf("verify: %v", err)
-			}
-		})
-	}
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		for _, mode := range []struct {
+			name string
+			opts demoserver.Options
+		}{
+			{"sse", demoserver.Options{}},
+			{"json", demoserver.Options{JSONResponse: true}},
+		} {
+			t.Run(mode.name, func(t *testing.T) {
+				srv, url := demotest.StartTest(t, mode.opts)
+				db := b.Open(t, events.Options{})
+				wf := mustParse(t, oneCall(url, "echo", "idempotent", `{message: hello}`))
+				res, err := (&workflow.Runner{DB: db}).Run(context.Background(), wf, nil, workflow.RunOptions{})
+				if err != nil || res.Err != nil {
+					t.Fatalf("run: %v / %v", err, res.Err)
+				}
+				want := []string{
+					"run.created",
+					"task.started only",
+					"mcp.request out initialize",
+					"mcp.response in",
+					"mcp.notification out notifications/initialized",
+					"session.opened",
+					"mcp.request out tools/list",
+					"mcp.response in",
+					"session.catalog",
+					"call.prepared",
+					"call.transition prepared->dispatched",
+					"mcp.request out tools/call",
+					"mcp.response in",
+					"call.result",
+					"call.transition dispatched->succeeded",
+					"task.finished only succeeded",
+					"run.finished succeeded",
+				}
+				got := describeRun(t, db, res.RunID)
+				if strings.Join(got, "\n") != strings.Join(want, "\n") {
+					t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				out, _ := json.Marshal(res.Outputs)
+				if string(out) != `{"result":{"message":"hello"}}` {
+					t.Fatalf("outputs = %s", out)
+				}
+				if n := srv.Calls("echo"); n != 1 {
+					t.Fatalf("server ran echo %d times, want 1", n)
+				}
+				if _, err := db.VerifyRun(context.Background(), res.RunID); err != nil {
+					t.Fatalf("verify: %v", err)
+				}
+			})
+		}
+	})
 }
 
 func TestRun_InspectDocument(t *testing.T) {
-	_, url := demotest.StartTest(t, demoserver.Options{})
-	db := openDB(t)
-	wf := mustParse(t, oneCall(url, "search", "pure", `{q: mcp}`))
-	res, err := (&workflow.Runner{DB: db}).Run(context.Background(), wf, nil, workflow.RunOptions{})
-	if err != nil || res.Err != nil {
-		t.Fatalf("run: %v / %v", err, res.Err)
-	}
-	doc, err := projector.Inspect(context.Background(), db, res.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(doc)
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"run", "tasks", "protocolSessions", "protocolCalls", "streamEvents"} {
-		if _, ok := m[k]; !ok {
-			t.Errorf("inspect lacks key %q", k)
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		_, url := demotest.StartTest(t, demoserver.Options{})
+		db := b.Open(t, events.Options{})
+		wf := mustParse(t, oneCall(url, "search", "pure", `{q: mcp}`))
+		res, err := (&workflow.Runner{DB: db}).Run(context.Background(), wf, nil, workflow.RunOptions{})
+		if err != nil || res.Err != nil {
+			t.Fatalf("run: %v / %v", err, res.Err)
 		}
-	}
-	if len(doc.ProtocolCalls) != 1 || doc.ProtocolCalls[0].Status != "succeeded" || doc.ProtocolCalls[0].Idempotency != "pure" {
-		t.Fatalf("calls = %+v", doc.ProtocolCalls)
-	}
-	if len(doc.ProtocolSessions) != 1 || doc.ProtocolSessions[0].Status != "initialized" || doc.ProtocolSessions[0].Generation != 1 {
-		t.Fatalf("sessions = %+v", doc.ProtocolSessions)
-	}
-	if doc.Run.State != "succeeded" || doc.Run.Calls != 1 {
-		t.Fatalf("run = %+v", doc.Run)
-	}
+		doc, err := projector.Inspect(context.Background(), db, res.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(doc)
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"run", "tasks", "protocolSessions", "protocolCalls", "streamEvents"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("inspect lacks key %q", k)
+			}
+		}
+		if len(doc.ProtocolCalls) != 1 || doc.ProtocolCalls[0].Status != "succeeded" || doc.ProtocolCalls[0].Idempotency != "pure" {
+			t.Fatalf("calls = %+v", doc.ProtocolCalls)
+		}
+		if len(doc.ProtocolSessions) != 1 || doc.ProtocolSessions[0].Status != "initialized" || doc.ProtocolSessions[0].Generation != 1 {
+			t.Fatalf("sessions = %+v", doc.ProtocolSessions)
+		}
+		if doc.Run.State != "succeeded" || doc.Run.Calls != 1 {
+			t.Fatalf("run = %+v", doc.Run)
+		}
+	})
 }
 
 func TestRun_VersionMismatch(t *testing.T) {

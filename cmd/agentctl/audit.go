@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -57,10 +58,9 @@ What a verified export proves:
 				opts.SignKey = k
 			}
 			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
-				if ok, err := db.RunExists(cmd.Context(), args[0]); err != nil {
+				id, err := projector.ResolveRun(cmd.Context(), db, args[0])
+				if err != nil {
 					return err
-				} else if !ok {
-					return usageErr("unknown run %q", args[0])
 				}
 				w, done := io.Writer(a.stdout), func() error { return nil }
 				if file != "" && file != "-" {
@@ -77,7 +77,7 @@ What a verified export proves:
 						return f.Close()
 					}
 				}
-				h, err := db.ExportWith(cmd.Context(), w, args[0], opts)
+				h, err := db.ExportWith(cmd.Context(), w, id, opts)
 				if err != nil {
 					_ = done()
 					return err

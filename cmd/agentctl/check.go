@@ -24,11 +24,11 @@ policy refusal, as for run and mcp). run performs the same check before it recor
 			if err != nil {
 				var ds spec.Diagnostics
 				if a.output != "human" && errors.As(err, &ds) {
-					_ = a.printJSON(a.stdout, "CheckResult", false, map[string]any{"file": args[0], "problems": ds})
+					_ = a.printJSON(a.stdout, "CheckResult", false, map[string]any{"file": args[0], "problems": viewDiagnostics(ds)})
 				}
 				return invalid(err)
 			}
-			data := map[string]any{"file": args[0], "workflow": wf.Metadata.Name, "digest": wf.Digest, "tasks": len(wf.Spec.Tasks), "problems": []any{}}
+			data := map[string]any{"file": args[0], "workflow": wf.Metadata.Name, "digest": wf.Digest, "tasks": len(wf.Spec.Tasks), "problems": []diagnosticView{}}
 			if a.output != "human" {
 				return a.printJSON(a.stdout, "CheckResult", true, data)
 			}

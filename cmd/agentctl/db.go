@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -15,8 +16,9 @@ import (
 func (a *app) dbCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "db",
-		Short: "Maintain the database: rebuild projections, manage encryption",
-		Example: `  agentctl db rebuild-projections
+		Short: "Maintain the database: migrate, rebuild projections, manage encryption",
+		Example: `  agentctl db migrate --db postgres://agentctl@db.internal/agentctl
+  agentctl db rebuild-projections
   agentctl db encryption enable --key-id k1 --key-env AGENTCTL_KEY_K1`,
 	}
 	rebuild := &cobra.Command{
@@ -33,14 +35,11 @@ were written incrementally while the run was recorded.`,
 			return a.withExistingDB(ctx, func(db *events.DB) (err error) {
 				var ids []string
 				if len(args) == 1 {
-					ok, err := db.RunExists(ctx, args[0])
+					id, err := projector.ResolveRun(ctx, db, args[0])
 					if err != nil {
 						return err
 					}
-					if !ok {
-						return usageErr("unknown run %q", args[0])
-					}
-					ids = args
+					ids = []string{id}
 				} else if ids, err = projector.RunIDs(ctx, db); err != nil {
 					return err
 				}
@@ -57,7 +56,7 @@ were written incrementally while the run was recorded.`,
 			})
 		},
 	}
-	cmd.AddCommand(rebuild, a.encryptionCmd())
+	cmd.AddCommand(a.migrateCmd(), rebuild, a.encryptionCmd())
 	return cmd
 }
 
@@ -168,4 +167,40 @@ func (a *app) printEncryption(st events.EncryptionStatus, verb string) error {
 	}
 	fmt.Fprintf(a.stdout, "key id    %s (reads take the key from %s; loaded: %t)\ndata key  %s\nplaintext runs recorded before encryption: %d\n", st.KeyID, st.KeyEnv, st.KeyOK, st.DataKey, st.PlaintextRuns)
 	return nil
+}
+
+func (a *app) migrateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Bring the database to this agentctl's schema (required once per upgrade on PostgreSQL)",
+		Long: `Applies the embedded migrations the database does not have yet, one transaction each.
+On PostgreSQL every migration runs under pg_advisory_xact_lock, so workers starting together do
+not race; run, submit, worker, inspect and the other commands refuse a PostgreSQL database whose
+schema is older or newer than this agentctl's and never migrate it themselves. A SQLite file is
+migrated whenever agentctl opens it; migrate creates or upgrades it the same way.`,
+		Example: `  agentctl db migrate --db postgres://agentctl@127.0.0.1/agentctl
+  PGPASSWORD=... AGENTCTL_DB=postgresql://agentctl@db/agentctl agentctl db migrate --output json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path := a.databasePath()
+			if dir := filepath.Dir(path); !events.IsPostgres(path) && dir != "" {
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					return &events.Error{Op: "create directory", Path: dir, Err: err}
+				}
+			}
+			from, to, err := events.Migrate(cmd.Context(), path, a.dbOptions())
+			if err != nil {
+				return err
+			}
+			if a.output != "human" {
+				return a.printJSON(a.stdout, "Migrate", true, map[string]any{"database": events.RedactDSN(path), "fromVersion": from, "toVersion": to})
+			}
+			if from == to {
+				fmt.Fprintf(a.stdout, "%s: schema at version %d (up to date)\n", events.RedactDSN(path), to)
+			} else {
+				fmt.Fprintf(a.stdout, "%s: schema migrated from version %d to %d\n", events.RedactDSN(path), from, to)
+			}
+			return nil
+		},
+	}
 }

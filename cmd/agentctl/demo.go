@@ -61,9 +61,9 @@ database, and prints the outputs and an inspect summary.`,
 					return err
 				}
 				if a.output != "human" {
-					return a.printResult(res)
+					return a.printResult(ctx, db, res)
 				}
-				if err := a.printResult(res); err != nil {
+				if err := a.printResult(ctx, db, res); err != nil {
 					return err
 				}
 				doc, err := projector.Inspect(ctx, db, res.RunID)

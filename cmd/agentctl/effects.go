@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -44,35 +46,32 @@ func (a *app) effectsListCmd() *cobra.Command {
 		Example: `  agentctl effects list run-0190c3f2-... --output json`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rows, err := a.listEffects(cmd.Context(), args[0])
+			runID, rows, err := a.listEffects(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			if a.output != "human" {
-				return a.printJSON(a.stdout, "EffectList", true, map[string]any{"runId": args[0], "effects": rows})
+				return a.printJSON(a.stdout, "EffectList", true, map[string]any{"runId": runID, "effects": rows})
 			}
-			for _, r := range rows {
-				fmt.Fprintf(a.stdout, "%s  %-12s attempt %d  %s/%s  %-12s %-10s gen %d  redispatches %d\n",
-					r.EffectID, clean(r.TaskID), r.Attempt, clean(r.Server), clean(r.Tool), r.Idempotency, r.Status, r.Generation, r.Redispatches)
-				if r.Reconciled != nil {
-					fmt.Fprintf(a.stdout, "    reconciled %s: %s\n", *r.Reconciled, clean(deref(r.Reason)))
-				} else if r.Error != nil {
-					fmt.Fprintf(a.stdout, "    %s\n", clean(*r.Error))
-				}
-			}
+			printEffects(a.stdout, rows)
 			return nil
 		},
 	}
 }
 
-func (a *app) listEffects(ctx context.Context, runID string) ([]effectRow, error) {
+// listEffects resolves ref to a run and returns its id and its calls.
+func (a *app) listEffects(ctx context.Context, ref string) (string, []effectRow, error) {
 	var doc *projector.Document
-	err := a.withExistingDB(ctx, func(db *events.DB) (err error) {
-		doc, err = projector.Inspect(ctx, db, runID)
+	err := a.withExistingDB(ctx, func(db *events.DB) error {
+		id, err := projector.ResolveRun(ctx, db, ref)
+		if err != nil {
+			return err
+		}
+		doc, err = projector.Inspect(ctx, db, id)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	rec := map[string]projector.EffectView{}
 	for _, e := range doc.Effects {
@@ -87,7 +86,7 @@ func (a *app) listEffects(ctx context.Context, runID string) ([]effectRow, error
 		}
 		rows = append(rows, r)
 	}
-	return rows, nil
+	return doc.Run.RunID, rows, nil
 }
 
 func (a *app) effectsReconcileCmd() *cobra.Command {
@@ -107,7 +106,7 @@ Then run "agentctl resume RUN_ID". A call that is not uncertain is refused.`,
   agentctl effects reconcile 3f2a... --status not-applied --reason "no order in the shop"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rq := workflow.Reconciliation{EffectID: args[0], Status: status, Reason: reason}
+			rq := workflow.Reconciliation{Status: status, Reason: reason}
 			if resultFile != "" {
 				b, err := os.ReadFile(resultFile)
 				if err != nil {
@@ -116,12 +115,18 @@ Then run "agentctl resume RUN_ID". A call that is not uncertain is refused.`,
 				rq.Result = b
 			}
 			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
+				id, _, err := projector.ResolveEffect(cmd.Context(), db, args[0])
+				if err != nil {
+					return err
+				}
+				rq.EffectID = id
 				rec, err := workflow.Reconcile(cmd.Context(), db, rq)
 				if err != nil {
 					return err
 				}
 				if a.output != "human" {
-					return a.printJSON(a.stdout, "Reconciled", true, rec)
+					return a.printJSON(a.stdout, "Reconciled", true, map[string]any{"runId": rec.RunID, "effectId": rec.EffectID, "taskId": rec.TaskID,
+						"status": rec.Status, "transition": viewTransition(rec.Transition)})
 				}
 				fmt.Fprintf(a.stdout, "call %s of task %s reconciled %s (%s)\nnext: agentctl resume %s\n",
 					rec.EffectID, clean(rec.TaskID), rec.Status, rec.Transition, rec.RunID)
@@ -133,4 +138,20 @@ Then run "agentctl resume RUN_ID". A call that is not uncertain is refused.`,
 	cmd.Flags().StringVar(&reason, "reason", "", "why you believe it (required; recorded)")
 	cmd.Flags().StringVar(&resultFile, "result-file", "", "JSON file with the call's result (required with --status applied)")
 	return cmd
+}
+
+// printEffects writes the calls table with a header row, its columns as
+// wide as their widest cell; a reconciliation or an error follows its call.
+func printEffects(w io.Writer, rows []effectRow) {
+	t := table{head: []string{"CALL", "TASK", "ATTEMPT", "TOOL", "IDEMPOTENCY", "STATUS", "GEN", "REDISPATCHES"}}
+	for _, r := range rows {
+		var note string
+		if r.Reconciled != nil {
+			note = fmt.Sprintf("reconciled %s: %s", *r.Reconciled, clean(deref(r.Reason)))
+		} else if r.Error != nil {
+			note = clean(*r.Error)
+		}
+		t.add(note, r.EffectID, clean(r.TaskID), strconv.Itoa(r.Attempt), clean(r.Server)+"/"+clean(r.Tool), r.Idempotency, r.Status, strconv.Itoa(r.Generation), strconv.Itoa(r.Redispatches))
+	}
+	t.write(w, "")
 }

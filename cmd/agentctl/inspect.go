@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -31,9 +32,9 @@ type inspected struct {
 
 func (a *app) inspectCmd() *cobra.Command {
 	var html htmlFlags
-	var verify bool
+	var verify, follow bool
 	cmd := &cobra.Command{
-		Use:   "inspect RUN_ID",
+		Use:   "inspect RUN",
 		Short: "Show a run: tasks, protocol sessions, calls and stream events, from the log",
 		Long: `Shows a run from its projection rows and its log. --verify recomputes the run's hash chain
 (chainVerified) and recomputes every projection row it prints from the log, in a transaction
@@ -42,27 +43,35 @@ events without being asked. A broken chain or a projection that differs from the
 then reported as a storage error (exit 5) naming the first bad seq or the table.`,
 		Example: `  agentctl inspect run-0190c3f2-...
   agentctl inspect run-0190c3f2-... --verify
-  agentctl inspect run-0190c3f2-... --output json | jq .data.protocolCalls`,
+  agentctl inspect run-0190c3f2-... --output json | jq .data.protocolCalls
+  agentctl inspect last --follow`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if html.on || html.out != "" {
-				return a.inspectHTML(cmd.Context(), args[0], html)
-			}
 			ctx := cmd.Context()
+			if html.on || html.out != "" {
+				return a.inspectHTML(ctx, args[0], html)
+			}
 			return a.withExistingDB(ctx, func(db *events.DB) error {
-				doc, err := projector.Inspect(ctx, db, args[0])
+				id, err := projector.ResolveRun(ctx, db, args[0])
+				if err != nil {
+					return err
+				}
+				if follow {
+					return a.follow(ctx, db, id)
+				}
+				doc, err := projector.Inspect(ctx, db, id)
 				if err != nil {
 					return err
 				}
 				out := inspected{Document: doc}
 				var problem error
 				if verify || (a.output != "human" && doc.Run.Events < autoVerifyBelow) {
-					rc, err := db.VerifyRunChain(ctx, args[0])
+					rc, err := db.VerifyRunChain(ctx, id)
 					var ce *events.ChainError
 					switch {
 					case errors.As(err, &ce):
 						out.ChainVerified, out.ChainError = boolPtr(false), fmt.Sprintf("seq %d: %s", ce.Seq, ce.Reason)
-						problem = &events.Error{Op: "inspect " + args[0], Path: db.Path(), Err: err}
+						problem = &events.Error{Op: "inspect " + id, Path: db.Path(), Err: err}
 					case err != nil:
 						return err
 					default:
@@ -71,13 +80,13 @@ then reported as a storage error (exit 5) naming the first bad seq or the table.
 					out.ChainVersion = rc.Chain
 				}
 				if verify {
-					mm, err := projector.VerifyProjection(ctx, db, args[0])
+					mm, err := projector.VerifyProjection(ctx, db, id)
 					if err != nil {
 						return err
 					}
 					out.ProjectionVerified, out.ProjectionMismatch = boolPtr(len(mm) == 0), mm
 					if len(mm) > 0 && problem == nil {
-						problem = &events.Error{Op: "inspect " + args[0], Path: db.Path(), Err: fmt.Errorf("projection differs from the log: %s", mm[0])}
+						problem = &events.Error{Op: "inspect " + id, Path: db.Path(), Err: fmt.Errorf("projection differs from the log: %s", mm[0])}
 					}
 				}
 				if a.output != "human" {
@@ -93,6 +102,7 @@ then reported as a storage error (exit 5) naming the first bad seq or the table.
 		},
 	}
 	cmd.Flags().BoolVar(&verify, "verify", false, "recompute the run's hash chain and every projection row shown from the log")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "print the run's events as they commit, until it ends (one line each; an Event envelope each in json and jsonl)")
 	html.add(cmd)
 	return cmd
 }
@@ -130,32 +140,40 @@ func printInspect(w io.Writer, d *projector.Document) {
 	if r.Error != nil {
 		fmt.Fprintf(w, "error     %s\n", clean(*r.Error))
 	}
-	fmt.Fprintf(w, "events    %d   calls %d   sessions %d\n", r.Events, r.Calls, len(d.ProtocolSessions))
+	fmt.Fprintf(w, "events    %d   calls %d   sessions %d\n", r.Events, r.Calls, countSessions(d.ProtocolSessions))
 	fmt.Fprintln(w, "\ntasks")
+	tasks := table{}
 	for _, t := range d.Tasks {
-		fmt.Fprintf(w, "  %-16s attempt %d  %-10s %s/%s\n", t.TaskID, t.Attempt, t.State, deref(t.Server), deref(t.Tool))
+		tasks.add("", clean(t.TaskID), fmt.Sprintf("attempt %d", t.Attempt), t.State, deref(t.Server)+"/"+deref(t.Tool))
 	}
+	tasks.write(w, "  ")
 	fmt.Fprintln(w, "\nsessions")
+	sessions := table{}
 	for _, s := range d.ProtocolSessions {
-		fmt.Fprintf(w, "  %-10s gen %d  %-13s task %-12s %s\n", s.Remote, s.Generation, s.Status, s.TaskID, deref(s.ProtocolVersion))
+		sessions.add("", clean(s.Remote), fmt.Sprintf("gen %d", s.Generation), s.Status, "task "+clean(s.TaskID), deref(s.ProtocolVersion))
 	}
+	sessions.write(w, "  ")
 	fmt.Fprintln(w, "\ncalls")
+	calls := table{}
 	for _, c := range d.ProtocolCalls {
-		fmt.Fprintf(w, "  %s  %-12s %s/%s  %-12s gen %d  %-10s reconnects %d\n", c.EffectID[:12], c.TaskID, c.Server, c.Tool, c.Idempotency, c.Generation, c.Status, c.Redispatches)
+		var notes []string
 		if c.Error != nil {
-			fmt.Fprintf(w, "      error: %s\n", clean(*c.Error))
+			notes = append(notes, "  error: "+clean(*c.Error))
 		}
 		from := ""
 		for _, e := range d.StreamEvents {
 			if e.EffectID != nil && *e.EffectID == c.EffectID {
 				if e.SourceRunID != nil && *e.SourceRunID != from {
 					from = *e.SourceRunID
-					fmt.Fprintf(w, "      frames recorded by %s (seq and time are that run's)\n", from)
+					notes = append(notes, fmt.Sprintf("  frames recorded by %s (seq and time are that run's)", from))
 				}
-				fmt.Fprintf(w, "      %s  #%d %-18s %s %s\n", e.At, e.Seq, e.Type, e.Dir, deref(e.Method))
+				notes = append(notes, fmt.Sprintf("  %s  #%d %-18s %s %s", e.At, e.Seq, e.Type, e.Dir, deref(e.Method)))
 			}
 		}
+		calls.add(strings.Join(notes, "\n"), c.EffectID[:12], clean(c.TaskID), clean(c.Server)+"/"+clean(c.Tool), c.Idempotency,
+			fmt.Sprintf("gen %d", c.Generation), c.Status, fmt.Sprintf("reconnects %d", c.Redispatches))
 	}
+	calls.write(w, "  ")
 	if len(d.Effects) > 0 {
 		fmt.Fprintln(w, "\nreconciliations")
 		for _, e := range d.Effects {
@@ -169,4 +187,20 @@ func deref(s *string) string {
 		return "-"
 	}
 	return clean(*s)
+}
+
+// countSessions counts MCP sessions, not rows: every task that used a
+// session has a row of its own, all with the session's digest. A row with
+// no digest (the session never opened) counts once per remote and
+// generation.
+func countSessions(ss []projector.SessionView) int {
+	seen := map[string]bool{}
+	for _, s := range ss {
+		key := fmt.Sprintf("%s\x00%d\x00", s.Remote, s.Generation)
+		if s.SessionIDDigest != nil {
+			key += *s.SessionIDDigest
+		}
+		seen[key] = true
+	}
+	return len(seen)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/projector/report"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -34,6 +35,10 @@ func (a *app) inspectHTML(ctx context.Context, runID string, h htmlFlags) error 
 		return usageErr("-o/--out %q needs --html (inspect RUN --html -o FILE)", h.out)
 	}
 	return a.withExistingDB(ctx, func(db *events.DB) error {
+		runID, err := projector.ResolveRun(ctx, db, runID)
+		if err != nil {
+			return err
+		}
 		r, err := report.Build(ctx, db, runID, report.Options{Reconcile: workflow.ReconcileCommands, RedispatchBudget: redispatchBudget})
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/migrations"
 )
 
@@ -39,8 +40,11 @@ func writeWorkflow(t *testing.T, url string) string {
 }
 
 func TestCLI_RunThenInspectJSON(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) { testRunThenInspectJSON(t, b.DSN(t)) })
+}
+
+func testRunThenInspectJSON(t *testing.T, db string) {
 	_, url := demotest.StartTest(t, demoserver.Options{})
-	db := filepath.Join(t.TempDir(), "a.db")
 	wf := writeWorkflow(t, url)
 	out, stderr, code := cli(t, "run", wf, "--input", "query=event sourcing", "--db", db, "--output", "json")
 	if code != 0 {

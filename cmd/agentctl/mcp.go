@@ -148,7 +148,7 @@ func (a *app) mcpToolsCmd() *cobra.Command {
 					return &exitError{code: res.ExitCode, runID: res.RunID, err: res.Err}
 				}
 				if a.output != "human" {
-					return a.printJSON(a.stdout, "ToolList", true, map[string]any{"runId": res.RunID, "tools": cat.Tools, "warnings": cat.Warnings})
+					return a.printJSON(a.stdout, "ToolList", true, map[string]any{"runId": res.RunID, "tools": viewTools(cat.Tools), "warnings": append([]string{}, cat.Warnings...)})
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NAME\tTITLE\tINPUT\tOUTPUT\tHINTS (untrusted)\tDESCRIPTION")

@@ -102,6 +102,11 @@ func (p *progress) observe(e events.Event) {
 	defer p.mu.Unlock()
 	at, _ := time.Parse(time.RFC3339Nano, e.CreatedAt)
 	switch e.Type {
+	case projector.TypeRunCreated:
+		// The id first, so that a run killed before its end can be found.
+		p.line("run %s started", clean(e.RunID))
+	case projector.TypeRunResumed:
+		p.line("run %s resumed", clean(e.RunID))
 	case projector.TypeTaskStarted:
 		var t projector.TaskStarted
 		if e.Decode(&t) != nil || t.Tool == "" {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -29,7 +30,11 @@ The replay records its own steps and references the recorded frames it answered 
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			return a.withExistingDB(ctx, func(db *events.DB) error {
-				rp, err := workflow.PrepareReplay(ctx, db, args[0])
+				id, err := projector.ResolveRun(ctx, db, args[0])
+				if err != nil {
+					return err
+				}
+				rp, err := workflow.PrepareReplay(ctx, db, id)
 				if errors.Is(err, workflow.ErrRunNotFinished) {
 					return &exitError{code: workflow.ExitInvalid, err: err}
 				}
@@ -50,7 +55,7 @@ The replay records its own steps and references the recorded frames it answered 
 					res.State, res.ExitCode = workflow.StateFailed, workflow.ExitFailed
 					res.Err = fmt.Errorf("replay diverged from %s: recorded calls never asked for: %s", rp.SourceRunID, strings.Join(unused, ", "))
 				}
-				return a.printResult(res)
+				return a.printResult(ctx, db, res)
 			})
 		},
 	}

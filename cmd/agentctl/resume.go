@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/spf13/cobra"
 )
 
@@ -20,11 +21,15 @@ resumed only after "agentctl effects reconcile" settled the call that left it un
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
-				res, err := a.runner(db).Resume(cmd.Context(), args[0])
+				id, err := projector.ResolveRun(cmd.Context(), db, args[0])
 				if err != nil {
 					return err
 				}
-				return a.printResult(res)
+				res, err := a.runner(db).Resume(cmd.Context(), id)
+				if err != nil {
+					return err
+				}
+				return a.printResult(cmd.Context(), db, res)
 			})
 		},
 	}

@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -73,10 +72,21 @@ func runIDs(t *testing.T, path string) []string {
 	return ids
 }
 
+// openLog opens the database at path once per test (a PostgreSQL pool per
+// call would exhaust the server's connections in the tests' loops).
 func openLog(t *testing.T, path string) *events.DB {
 	t.Helper()
-	return testkit.OpenDB(t, path, events.Options{})
+	key := t.Name() + "\x00" + path
+	if db, ok := openLogs.Load(key); ok {
+		return db.(*events.DB)
+	}
+	db := testkit.OpenDB(t, path, events.Options{})
+	openLogs.Store(key, db)
+	t.Cleanup(func() { openLogs.Delete(key) })
+	return db
 }
+
+var openLogs sync.Map
 
 // describe renders the run's events with projector.Describe.
 func describe(t *testing.T, path, runID string) []string {
@@ -95,11 +105,7 @@ func describe(t *testing.T, path, runID string) []string {
 // projections returns every projection row of runID, as text, per table.
 func projections(t *testing.T, path, runID string) map[string][]string {
 	t.Helper()
-	raw, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := openLog(t, path).SQL()
 	out := map[string][]string{}
 	for _, table := range []string{"runs", "tasks", "protocol_sessions", "protocol_calls", "effects"} {
 		rows, err := raw.Query(`SELECT * FROM `+table+` WHERE run_id = ? ORDER BY 1, 2, 3`, runID)
@@ -118,6 +124,9 @@ func projections(t *testing.T, path, runID string) map[string][]string {
 			}
 			var b strings.Builder
 			for i, v := range vals {
+				if cols[i] == "rowid" {
+					continue // PostgreSQL's insertion order, not a value
+				}
 				if bs, ok := v.([]byte); ok {
 					v = string(bs)
 				}
@@ -196,52 +205,54 @@ func TestCLI_CrashResume(t *testing.T) {
 		// (read from the log), so the call is uncertain, not sent a third time.
 		{at: "call.transition reconnecting->redispatched", calls: 1, code: 3, callsNR: 1, codeNR: 3, inits: 2, initsNR: 1, fault: true},
 	}
-	for _, p := range points {
-		for _, idem := range allClasses {
-			if p.fault && !isRedispatchable(idem) {
-				continue // these classes never reach reconnecting
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		for _, p := range points {
+			for _, idem := range allClasses {
+				if p.fault && !isRedispatchable(idem) {
+					continue // these classes never reach reconnecting
+				}
+				t.Run(strings.NewReplacer(" ", "_", "#", "@").Replace(p.at)+"/"+idem, func(t *testing.T) {
+					t.Parallel()
+					srv := mcptest.Start(t, mcptest.Options{}, actTool())
+					if p.fault {
+						srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Status: http.StatusNotFound, Nth: 1})
+					}
+					db := b.DSN(t)
+					runID := crashRun(t, db, actWorkflow(t, srv.URL, idem), p.at)
+					code, data, stderr := resumeJSON(t, db, runID)
+					wantCalls, wantCode, wantInits := p.calls, p.code, p.inits
+					if !isRedispatchable(idem) {
+						wantCalls, wantCode, wantInits = p.callsNR, p.codeNR, p.initsNR
+					}
+					st := srv.Stats()
+					if code != wantCode || st.Calls["act"] != wantCalls || st.Initialize != wantInits {
+						t.Fatalf("resume exit %d, server saw %d calls, %d initializations; want exit %d, %d, %d\n%s\n%s",
+							code, st.Calls["act"], st.Initialize, wantCode, wantCalls, wantInits, stderr, strings.Join(describe(t, db, runID), "\n"))
+					}
+					switch wantCode {
+					case 0:
+						if r, _ := json.Marshal(data["outputs"]); string(r) != `{"result":{"done":true}}` {
+							t.Fatalf("outputs = %s", r)
+						}
+					case 3:
+						if !strings.Contains(stderr, "agentctl effects reconcile ") || !strings.Contains(stderr, "agentctl resume "+runID) {
+							t.Fatalf("uncertain exit does not say how to reconcile:\n%s", stderr)
+						}
+					}
+					got := describe(t, db, runID)
+					if p.final {
+						if last := got[len(got)-1]; last != "run.finished succeeded" || !strings.Contains(stderr, "run finished succeeded") {
+							t.Fatalf("last event %q; resume said:\n%s", last, stderr)
+						}
+					} else if n := strings.Count(strings.Join(got, "\n"), "run.resumed"); n != 1 {
+						t.Fatalf("%d run.resumed events:\n%s", n, strings.Join(got, "\n"))
+					}
+					if _, err := openLog(t, db).VerifyRun(context.Background(), runID); err != nil {
+						t.Fatalf("chain: %v", err)
+					}
+					assertRebuildEqual(t, db, runID)
+				})
 			}
-			t.Run(strings.NewReplacer(" ", "_", "#", "@").Replace(p.at)+"/"+idem, func(t *testing.T) {
-				t.Parallel()
-				srv := mcptest.Start(t, mcptest.Options{}, actTool())
-				if p.fault {
-					srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Status: http.StatusNotFound, Nth: 1})
-				}
-				db := filepath.Join(t.TempDir(), "a.db")
-				runID := crashRun(t, db, actWorkflow(t, srv.URL, idem), p.at)
-				code, data, stderr := resumeJSON(t, db, runID)
-				wantCalls, wantCode, wantInits := p.calls, p.code, p.inits
-				if !isRedispatchable(idem) {
-					wantCalls, wantCode, wantInits = p.callsNR, p.codeNR, p.initsNR
-				}
-				st := srv.Stats()
-				if code != wantCode || st.Calls["act"] != wantCalls || st.Initialize != wantInits {
-					t.Fatalf("resume exit %d, server saw %d calls, %d initializations; want exit %d, %d, %d\n%s\n%s",
-						code, st.Calls["act"], st.Initialize, wantCode, wantCalls, wantInits, stderr, strings.Join(describe(t, db, runID), "\n"))
-				}
-				switch wantCode {
-				case 0:
-					if r, _ := json.Marshal(data["outputs"]); string(r) != `{"result":{"done":true}}` {
-						t.Fatalf("outputs = %s", r)
-					}
-				case 3:
-					if !strings.Contains(stderr, "agentctl effects reconcile ") || !strings.Contains(stderr, "agentctl resume "+runID) {
-						t.Fatalf("uncertain exit does not say how to reconcile:\n%s", stderr)
-					}
-				}
-				got := describe(t, db, runID)
-				if p.final {
-					if last := got[len(got)-1]; last != "run.finished succeeded" || !strings.Contains(stderr, "run finished succeeded") {
-						t.Fatalf("last event %q; resume said:\n%s", last, stderr)
-					}
-				} else if n := strings.Count(strings.Join(got, "\n"), "run.resumed"); n != 1 {
-					t.Fatalf("%d run.resumed events:\n%s", n, strings.Join(got, "\n"))
-				}
-				if _, err := openLog(t, db).VerifyRun(context.Background(), runID); err != nil {
-					t.Fatalf("chain: %v", err)
-				}
-				assertRebuildEqual(t, db, runID)
-			})
 		}
-	}
+	})
 }

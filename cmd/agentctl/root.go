@@ -89,7 +89,10 @@ func (a *app) rootCmd() *cobra.Command {
 		Short: "Run workflows that call tools on remote MCP servers, with every protocol step recorded",
 		Long: `agentctl runs workflows whose tasks call tools on remote MCP servers (protocol 2025-11-25,
 Streamable HTTP) and appends every protocol step to a SQLite event log. The log is the only
-source of truth: inspect, replay and audit read it and never touch the network.`,
+source of truth: inspect, replay and audit read it and never touch the network.
+
+Wherever a run id is taken, any unique prefix of it will do (with or without "run-"), and
+"last" names the most recent run; a call (effect) id takes any unique prefix too.`,
 		Example: `  agentctl demo
   agentctl run examples/lookup.yaml --input query=mcp
   agentctl inspect run-0190... --output json`,
@@ -103,7 +106,7 @@ source of truth: inspect, replay and audit read it and never touch the network.`
 			return cmd.Help()
 		},
 	}
-	root.PersistentFlags().StringVar(&a.dbPath, "db", "", "database file (default $AGENTCTL_DB or "+defaultDB+")")
+	root.PersistentFlags().StringVar(&a.dbPath, "db", "", "database: a SQLite file, or a postgres:// URL (password from the URL, PGPASSWORD or ~/.pgpass) (default $AGENTCTL_DB or "+defaultDB+")")
 	root.PersistentFlags().StringVar(&a.output, "output", "human", "output format: human, json or jsonl")
 	root.PersistentFlags().StringVar(&a.durability, "durability", "full", "commit durability: full (fsync every step) or normal")
 	root.PersistentFlags().DurationVar(&a.busyTimeout, "busy-timeout", events.DefaultBusyTimeout, "how long to wait for another process's write lock")
@@ -137,7 +140,9 @@ source of truth: inspect, replay and audit read it and never touch the network.`
 }
 
 // wrapArgs makes every positional-argument error a usage error (exit 2),
-// and an unknown subcommand too.
+// and an unknown subcommand too: a command group (runs, effects, audit, db,
+// mcp…) runs, so cobra validates its arguments instead of printing its help
+// and exiting 0; with no argument it prints its help.
 func wrapArgs(c *cobra.Command) {
 	if c.Args == nil && c.HasSubCommands() {
 		c.Args = func(cmd *cobra.Command, args []string) error {
@@ -145,6 +150,9 @@ func wrapArgs(c *cobra.Command) {
 				return usageErr("unknown command %q for %q; see %s --help", args[0], cmd.CommandPath(), cmd.CommandPath())
 			}
 			return nil
+		}
+		if c.Run == nil && c.RunE == nil {
+			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 		}
 	} else if inner := c.Args; inner != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
@@ -173,6 +181,9 @@ func (a *app) databasePath() string {
 // openDB opens (creating) the database for commands that write.
 func (a *app) openDB(ctx context.Context) (*events.DB, error) {
 	path := a.databasePath()
+	if events.IsPostgres(path) {
+		return events.Open(ctx, path, a.dbOptions())
+	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, &events.Error{Op: "create directory", Path: dir, Err: err}
@@ -194,6 +205,9 @@ func (a *app) dbOptions() events.Options {
 // file is an error, not a new empty database.
 func (a *app) openExisting(ctx context.Context) (*events.DB, error) {
 	path := a.databasePath()
+	if events.IsPostgres(path) {
+		return events.Open(ctx, path, a.dbOptions())
+	}
 	if _, err := os.Stat(path); err != nil {
 		return nil, &events.Error{Op: "open", Path: path, Err: fmt.Errorf("no database (run a workflow first, or pass --db): %w", err)}
 	}
@@ -249,7 +263,7 @@ func (a *app) printError(err error, code int, runID string) {
 		enc := json.NewEncoder(a.stderr)
 		enc.SetEscapeHTML(false)
 		_ = enc.Encode(envelope{APIVersion: APIVersion, Kind: "Error", OK: false,
-			Error: map[string]any{"message": err.Error(), "exitCode": code, "runId": rid}})
+			Error: map[string]any{"message": err.Error(), "class": errorClass(err, code), "exitCode": code, "runId": rid}})
 		return
 	}
 	// Error text may quote a server (an error message, a tool's content):
@@ -286,7 +300,8 @@ func classify(ctx context.Context, err error) (int, string) {
 		}
 		return workflow.ExitInvalid, ""
 	}
-	if errors.Is(err, projector.ErrUnknownRun) {
+	var amb *projector.AmbiguousError
+	if errors.Is(err, projector.ErrUnknownRun) || errors.Is(err, projector.ErrUnknownEffect) || errors.As(err, &amb) {
 		return workflow.ExitInvalid, ""
 	}
 	if errors.Is(err, migrations.ErrNewerSchema) {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -86,7 +87,7 @@ func (a *app) execRun(ctx context.Context, wf *spec.Workflow, inputs map[string]
 		if err != nil {
 			return err
 		}
-		return a.printResult(res)
+		return a.printResult(ctx, db, res)
 	})
 }
 
@@ -95,7 +96,7 @@ func (a *app) runner(db *events.DB) *workflow.Runner {
 	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version}
 	switch a.output {
 	case "jsonl":
-		r.Observe = func(e events.Event) { _ = a.printJSON(a.stdout, "Event", true, e) }
+		r.Observe = func(e events.Event) { _ = a.printEvent(e) }
 	case "human":
 		a.prog = newProgress(a.stderr, a.color)
 		r.Observe = a.prog.observe
@@ -119,20 +120,33 @@ var testHooks struct {
 	dbOptions func(*events.Options)
 }
 
-// runResult is the data of a RunResult envelope.
+// runResult is the data of a RunResult envelope: how the run ended, the
+// class of its error (errorClass; null when it succeeded) and the state of
+// every task attempt.
 type runResult struct {
-	RunID    string         `json:"runId"`
-	State    string         `json:"state"`
-	ExitCode int            `json:"exitCode"`
-	Outputs  map[string]any `json:"outputs"`
-	Error    *string        `json:"error"`
+	RunID      string               `json:"runId"`
+	State      string               `json:"state"`
+	ExitCode   int                  `json:"exitCode"`
+	Outputs    map[string]any       `json:"outputs"`
+	Error      *string              `json:"error"`
+	ErrorClass *string              `json:"errorClass"`
+	Tasks      []projector.TaskView `json:"tasks"`
 }
 
-func (a *app) printResult(res *workflow.Result) error {
-	data := runResult{RunID: res.RunID, State: res.State, ExitCode: res.ExitCode, Outputs: res.Outputs}
+// printResult prints how a run ended; db is the database it was recorded
+// in, read for the tasks' states.
+func (a *app) printResult(ctx context.Context, db *events.DB, res *workflow.Result) error {
+	data := runResult{RunID: res.RunID, State: res.State, ExitCode: res.ExitCode, Outputs: res.Outputs, Tasks: []projector.TaskView{}}
 	if res.Err != nil {
-		msg := res.Err.Error()
-		data.Error = &msg
+		msg, class := res.Err.Error(), errorClass(res.Err, res.ExitCode)
+		data.Error, data.ErrorClass = &msg, &class
+	}
+	if a.output != "human" {
+		tasks, err := projector.Tasks(ctx, db, res.RunID)
+		if err != nil {
+			return err
+		}
+		data.Tasks = tasks
 	}
 	if a.output == "human" {
 		keys := make([]string, 0, len(res.Outputs))

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -10,15 +12,30 @@ import (
 	"github.com/agentctl/agentctl/projector"
 )
 
+// knownRunStates are the states a run can be in (runs list --state, runs prune --state).
+var knownRunStates = []string{"queued", "running", "succeeded", "failed", "uncertain", "cancelled"}
+
+func checkState(flag, s string) error {
+	if s == "" {
+		return nil
+	}
+	for _, st := range knownRunStates {
+		if s == st {
+			return nil
+		}
+	}
+	return usageErr("%s %q: want %s", flag, s, strings.Join(knownRunStates, ", "))
+}
+
 func (a *app) runsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "List and manage recorded runs",
-		Example: `  agentctl runs list
-  agentctl runs list --output json | jq '.data[] | select(.state == "failed")'`,
+		Short: "List recorded runs, and prune finished ones",
+		Example: `  agentctl runs list --state failed --since 24h
+  agentctl runs prune --keep 100 --dry-run`,
 	}
-	var limit int
-	var state string
+	var f projector.RunFilter
+	var since string
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest first: id, workflow, state, started, duration, calls",
@@ -26,64 +43,88 @@ func (a *app) runsCmd() *cobra.Command {
 "queued" until a worker claims it; STARTED is then when the worker started it.`,
 		Example: `  agentctl runs list
   agentctl runs list --state queued
-  agentctl runs list --limit 10 --output json`,
+  agentctl runs list --state failed --workflow lookup --since 7d
+  agentctl runs list --limit 10 --output json | jq -r '.data[].runId'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 0 {
-				return usageErr("--limit %d: want 0 (all) or more", limit)
+			if f.Limit < 0 {
+				return usageErr("--limit %d: want 0 (all) or more", f.Limit)
 			}
-			switch state {
-			case "", "queued", "running", "succeeded", "failed", "uncertain", "cancelled":
-			default:
-				return usageErr("--state %q: want queued, running, succeeded, failed, uncertain or cancelled", state)
+			if err := checkState("--state", f.State); err != nil {
+				return err
+			}
+			if since != "" {
+				d, err := parseAge(since)
+				if err != nil {
+					return usageErr("--since %q: %w", since, err)
+				}
+				f.Since = time.Now().Add(-d)
 			}
 			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
-				fetch := limit
-				if state != "" {
-					fetch = 0 // filter, then limit
-				}
-				runs, err := projector.ListRuns(cmd.Context(), db, fetch)
+				runs, err := projector.FindRuns(cmd.Context(), db, f)
 				if err != nil {
 					return err
 				}
-				runs = filterRuns(runs, state, limit)
 				if a.output != "human" {
 					return a.printJSON(a.stdout, "RunList", true, runs)
 				}
-				fmt.Fprintf(a.stdout, "%-43s %-20s %-10s %-20s %10s %5s\n", "ID", "WORKFLOW", "STATE", "STARTED", "DURATION", "CALLS")
-				for _, r := range runs {
-					dur := "-"
-					if r.DurationMS != nil {
-						dur = (time.Duration(*r.DurationMS) * time.Millisecond).String()
-					}
-					started := r.StartedAt
-					if t, err := time.Parse(time.RFC3339Nano, r.StartedAt); err == nil {
-						started = t.Format("2006-01-02 15:04:05")
-					}
-					fmt.Fprintf(a.stdout, "%-43s %-20s %-10s %-20s %10s %5d\n", r.RunID, clean(r.Workflow), r.State, started, dur, r.Calls)
-				}
+				printRuns(a, runs)
 				return nil
 			})
 		},
 	}
-	list.Flags().IntVar(&limit, "limit", 0, "show at most this many runs (0 = all)")
-	list.Flags().StringVar(&state, "state", "", "show only runs in this state (queued, running, succeeded, failed, uncertain, cancelled)")
-	cmd.AddCommand(list)
+	list.Flags().IntVar(&f.Limit, "limit", 0, "show at most this many runs (0 = all)")
+	list.Flags().StringVar(&f.State, "state", "", "show only runs in this state ("+strings.Join(knownRunStates, ", ")+")")
+	list.Flags().StringVar(&f.Workflow, "workflow", "", "show only runs of this workflow (metadata.name)")
+	list.Flags().StringVar(&since, "since", "", "show only runs started within this long ago (90m, 24h, 7d)")
+	cmd.AddCommand(list, a.runsPruneCmd())
 	return cmd
 }
 
-// filterRuns keeps the runs in state ("" = all), at most limit of them
-// (0 = all).
-func filterRuns(runs []projector.RunSummary, state string, limit int) []projector.RunSummary {
-	out := runs[:0]
+// printRuns writes the runs table for a human.
+func printRuns(a *app, runs []projector.RunSummary) {
+	fmt.Fprintf(a.stdout, "%-43s %-20s %-10s %-20s %10s %5s\n", "ID", "WORKFLOW", "STATE", "STARTED", "DURATION", "CALLS")
 	for _, r := range runs {
-		if state != "" && r.State != state {
-			continue
+		dur := "-"
+		if r.DurationMS != nil {
+			dur = (time.Duration(*r.DurationMS) * time.Millisecond).String()
 		}
-		if limit > 0 && len(out) == limit {
-			break
+		started := r.StartedAt
+		if t, err := time.Parse(time.RFC3339Nano, r.StartedAt); err == nil {
+			started = t.Format("2006-01-02 15:04:05")
 		}
-		out = append(out, r)
+		fmt.Fprintf(a.stdout, "%-43s %-20s %-10s %-20s %10s %5d\n", r.RunID, clean(r.Workflow), r.State, started, dur, r.Calls)
 	}
-	return out
+}
+
+// parseAge reads a Go duration (90m, 24h) or a number of days (7d).
+func parseAge(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 {
+			return 0, fmt.Errorf("want a duration such as 90m, 24h or 7d")
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("want a duration such as 90m, 24h or 7d")
+	}
+	return d, nil
+}
+
+// parseBefore reads a date (2026-11-30, in UTC), an RFC 3339 time, or an
+// age (7d: runs started more than 7 days ago).
+func parseBefore(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse("2006-01-02", s); err == nil {
+		return t, nil
+	}
+	d, err := parseAge(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("want a date (2026-11-30), an RFC 3339 time or an age (30d)")
+	}
+	return now.Add(-d), nil
 }

@@ -20,7 +20,7 @@ func OpenDB(tb testing.TB, path string, opts events.Options) *events.DB {
 	}
 	db, err := events.Open(context.Background(), path, opts)
 	if err != nil {
-		tb.Fatalf("open db %s: %v", path, err)
+		tb.Fatalf("open db %s: %v", events.RedactDSN(path), err)
 	}
 	tb.Cleanup(func() { _ = db.Close() })
 	return db

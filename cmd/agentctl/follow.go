@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow"
+)
+
+// eventView is an event as the CLI prints it in json and jsonl: the stored
+// row, with its payload as the JSON object it is (an encrypted payload is
+// its envelope object), not a string holding JSON.
+type eventView struct {
+	RunID     string          `json:"runId"`
+	Seq       int64           `json:"seq"`
+	Stream    string          `json:"stream"`
+	Type      string          `json:"type"`
+	Payload   json.RawMessage `json:"payload"`
+	CreatedAt string          `json:"createdAt"`
+	PrevHash  string          `json:"prevHash"`
+	Hash      string          `json:"hash"`
+}
+
+func viewEvent(e events.Event) eventView {
+	p := json.RawMessage(e.Payload)
+	if !json.Valid(p) { // never expected: the log stores JSON
+		p, _ = json.Marshal(e.Payload)
+	}
+	return eventView{RunID: e.RunID, Seq: e.Seq, Stream: e.Stream, Type: e.Type, Payload: p, CreatedAt: e.CreatedAt, PrevHash: e.PrevHash, Hash: e.Hash}
+}
+
+// printEvent writes one event: an Event envelope in json and jsonl, a line
+// for a human.
+func (a *app) printEvent(e events.Event) error {
+	if a.output != "human" {
+		return a.printJSON(a.stdout, "Event", true, viewEvent(e))
+	}
+	what := ""
+	if strings.HasPrefix(e.Type, projector.FramePrefix) {
+		f, err := projector.DecodeFrame(e)
+		if err != nil {
+			return err
+		}
+		what = "  " + f.Dir + " " + clean(f.Method)
+	}
+	_, err := fmt.Fprintf(a.stdout, "#%-5d %s  %-18s %s%s\n", e.Seq, e.CreatedAt, clean(e.Type), clean(e.Stream), what)
+	return err
+}
+
+// followPoll is how often --follow reads the log for new events; idleProbe
+// is how long it waits without one before it asks whether any process
+// still holds the run.
+const (
+	followPoll = 100 * time.Millisecond
+	idleProbe  = 2 * time.Second
+)
+
+// errNotRunning ends a follow of a run that no process is writing.
+var errNotRunning = errors.New("no process is writing it (killed?)")
+
+// follow prints runID's events as they commit, from the first, until the
+// run's last run.* event is run.finished; it ends early, with an error,
+// when the run stops growing and no process holds it.
+func (a *app) follow(ctx context.Context, db *events.DB, runID string) error {
+	var after int64
+	finished := false
+	idleSince := time.Now()
+	tick := time.NewTicker(followPoll)
+	defer tick.Stop()
+	for {
+		n := 0
+		err := db.Scan(ctx, runID, after, func(e events.Event) error {
+			n++
+			after = e.Seq
+			switch e.Type {
+			case projector.TypeRunFinished:
+				finished = true
+			case projector.TypeRunCreated, projector.TypeRunResumed, "run.started":
+				finished = false
+			}
+			return a.printEvent(e)
+		})
+		if err != nil {
+			return err
+		}
+		if finished {
+			return nil
+		}
+		if n > 0 {
+			idleSince = time.Now()
+		} else if time.Since(idleSince) >= idleProbe {
+			// LockRun succeeds only when no process holds the run; it
+			// is given back at once.
+			unlock, err := db.LockRun(runID)
+			if err == nil {
+				unlock()
+				return &exitError{code: workflow.ExitInvalid, runID: runID,
+					err: fmt.Errorf("follow %s: %w; it can be resumed: agentctl resume %s", runID, errNotRunning, runID)}
+			}
+			idleSince = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package events
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/agentctl/agentctl/migrations"
+)
+
+// PostgreSQL backend (DESIGN §4, §10): the same tables, the same SQL text
+// (Handle rebinds ? to $N), the same hash chain. What differs lives here:
+// opening through pgx's stdlib driver under sqlx's "pgx" name, the schema
+// check (PostgreSQL is migrated by `agentctl db migrate`, never implicitly),
+// SQLSTATE classification, and the per-run writer lock.
+
+// IsPostgres reports whether dsn is a postgres:// or postgresql:// URL
+// rather than a SQLite path.
+func IsPostgres(dsn string) bool {
+	l := strings.ToLower(dsn)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
+
+// RedactDSN is dsn without its password (in the user info or a password
+// query parameter), for messages and logs; a path is returned unchanged.
+func RedactDSN(dsn string) string {
+	if !IsPostgres(dsn) {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// DSN is a --db value whose String never shows a password.
+type DSN string
+
+func (d DSN) String() string { return RedactDSN(string(d)) }
+
+// pgState is what a PostgreSQL DB holds beyond the pool: the per-run
+// advisory locks, each on a connection of its own.
+type pgState struct {
+	mu    sync.Mutex
+	locks map[string]*sql.Conn
+}
+
+// openPostgres connects, checks the schema version and loads the
+// encryption settings.
+func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
+	red := RedactDSN(dsn)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, &Error{Op: "open", Path: red, Err: err}
+	}
+	switch opts.Durability {
+	case "", DurabilityFull:
+	case DurabilityNormal:
+		// The commit returns before the WAL is flushed: a crash of the
+		// database may lose the last commits, never corrupt the log.
+		cfg.RuntimeParams["synchronous_commit"] = "off"
+	default:
+		return nil, &Error{Op: "open", Path: red, Err: fmt.Errorf("unknown durability %q (want full or normal)", opts.Durability)}
+	}
+	if opts.BusyTimeout > 0 {
+		cfg.RuntimeParams["lock_timeout"] = fmt.Sprint(opts.BusyTimeout.Milliseconds())
+	}
+	if opts.ReadOnly {
+		cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	}
+	sdb := sql.OpenDB(stdlib.GetConnector(*cfg))
+	// The group-commit writer needs one connection; readers, run locks and
+	// a worker's concurrent runs the rest. Few idle ones: a fleet of
+	// workers must fit in the server's max_connections.
+	sdb.SetMaxOpenConns(32)
+	sdb.SetMaxIdleConns(2)
+	sdb.SetConnMaxIdleTime(30 * time.Second)
+	x := &Handle{sqlx.NewDb(sdb, "pgx")}
+	db := &DB{x: x, path: red, backend: migrations.Postgres, Now: time.Now, tips: map[string]tip{}, pg: &pgState{locks: map[string]*sql.Conn{}}}
+	fail := func(op string, err error) (*DB, error) {
+		_ = sdb.Close()
+		return nil, &Error{Op: op, Path: red, Err: classify(err)}
+	}
+	v, err := migrations.PostgresVersion(ctx, sdb)
+	if err != nil {
+		return fail("open", err)
+	}
+	if err := migrations.CheckPostgres(v); err != nil {
+		return fail("open", err)
+	}
+	if db.enc, err = loadCodec(ctx, x, nil); err != nil {
+		return fail("open: read encryption settings", err)
+	}
+	return db, nil
+}
+
+// Migrate brings the database at path to this binary's schema and returns
+// the versions before and after: `agentctl db migrate`. PostgreSQL is
+// migrated under an advisory lock, one transaction per migration; a SQLite
+// file is migrated as Open always does.
+func Migrate(ctx context.Context, path string, opts Options) (from, to int, err error) {
+	if !IsPostgres(path) {
+		if _, err := os.Stat(path); err == nil {
+			if from, err = sqliteVersion(ctx, path); err != nil {
+				return 0, 0, err
+			}
+		}
+		db, err := Open(ctx, path, opts)
+		if err != nil {
+			return from, from, err
+		}
+		return from, migrations.Latest, db.Close()
+	}
+	red := RedactDSN(path)
+	cfg, err := pgx.ParseConfig(path)
+	if err != nil {
+		return 0, 0, &Error{Op: "migrate", Path: red, Err: err}
+	}
+	sdb := sql.OpenDB(stdlib.GetConnector(*cfg))
+	defer sdb.Close()
+	from, to, err = migrations.ApplyPostgres(ctx, sdb)
+	if err != nil {
+		return from, to, &Error{Op: "migrate", Path: red, Err: classify(err)}
+	}
+	return from, to, nil
+}
+
+// PostgreSQL's SQLSTATEs that agentctl acts on.
+const (
+	sqlstateUniqueViolation = "23505"
+	sqlstateChainCheck      = "AG001" // the events_chain trigger (migrations/sql/postgres)
+	sqlstateSerialization   = "40001"
+	sqlstateDeadlock        = "40P01"
+)
+
+// pgCode is err's SQLSTATE, "" when it is not a PostgreSQL error.
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// classifyPostgres keeps a PostgreSQL error as it is: its text already
+// ends with "(SQLSTATE xxxxx)", which the CLI's exit-5 message shows.
+func classifyPostgres(err error) error { return err }
+
+// appendConflict reports whether an INSERT into events failed because
+// another writer appended first (the primary key or the chain trigger, on
+// either backend): the caller must reload the tail.
+func appendConflict(err error) bool {
+	c := pgCode(err)
+	return c == sqlstateUniqueViolation || c == sqlstateChainCheck || sqliteAppendConflict(err)
+}
+
+// retryable reports a transaction PostgreSQL aborted for another's sake
+// (serialization failure, deadlock): running it again is safe.
+func retryable(err error) bool {
+	c := pgCode(err)
+	return c == sqlstateSerialization || c == sqlstateDeadlock
+}
+
+// maxAppendRetries bounds how often a retryable append is tried again.
+const maxAppendRetries = 5
+
+// lockRunPostgres takes a session advisory lock for runID on a connection
+// held until unlock; PostgreSQL drops it when the session ends, so a
+// killed process leaves no lock behind.
+func (db *DB) lockRunPostgres(runID string) (func(), error) {
+	p := db.pg
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.locks[runID] != nil {
+		return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
+	}
+	ctx := context.Background()
+	conn, err := db.x.Conn(ctx)
+	if err != nil {
+		return nil, &Error{Op: "lock run " + runID, Path: db.path, Err: classify(err)}
+	}
+	var ok bool
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, int64(runLockOffset(runID))).Scan(&ok); err != nil {
+		_ = conn.Close()
+		return nil, &Error{Op: "lock run " + runID, Path: db.path, Err: classify(err)}
+	}
+	if !ok {
+		_ = conn.Close()
+		return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
+	}
+	p.locks[runID] = conn
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		c := p.locks[runID]
+		if c == nil {
+			return
+		}
+		delete(p.locks, runID)
+		_, _ = c.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(runLockOffset(runID)))
+		_ = c.Close()
+	}, nil
+}
+
+func (p *pgState) close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, c := range p.locks {
+		_ = c.Close() // a closed session drops its advisory locks
+		delete(p.locks, id)
+	}
+}
