@@ -65,7 +65,6 @@ func TestCLI_TSEverything(t *testing.T) {
 		{"get-sum/valid", step{id: "sum", tool: "get-sum", idem: "pure", args: "{a: 2, b: 3.5}"}, workflow.ExitOK, ""},
 		{"get-sum/invalid", step{id: "sum", tool: "get-sum", idem: "pure", args: "{a: 2}"}, workflow.ExitFailed, `missing property 'b'`},
 		{"isError", step{id: "ref", tool: "get-resource-reference", idem: "pure", args: "{resourceId: 1.5}"}, workflow.ExitFailed, "Invalid resourceId: 1.5"},
-		{"simulate-research-query", step{id: "r", tool: "simulate-research-query", idem: "pure", args: "{topic: x}"}, workflow.ExitFailed, "task-augmented tools are not supported"},
 		{"unknown-tool", step{id: "x", tool: "nope", idem: "pure"}, workflow.ExitFailed, `tool "nope" not found on server "peer"; available: ` + tsTools},
 	}
 	for _, tc := range exits {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -134,17 +135,31 @@ func TestTSEverything(t *testing.T) {
 		}
 	})
 
+	// A task-required tool is called as an MCP task: one tools/call, then
+	// tasks/get until completed, then tasks/result; inspect shows the task.
 	t.Run("simulate-research-query", func(t *testing.T) {
 		res, db := runWorkflow(t, ctx, workflowYAML(url, step{id: "research", tool: "simulate-research-query", idem: "at_most_once", args: "{topic: mcp}"}), nil)
-		if code := exitCode(res); code != workflow.ExitFailed {
-			t.Fatalf("exit %d (%v), want %d", code, res.Err, workflow.ExitFailed)
+		if res.Err != nil || res.State != workflow.StateSucceeded {
+			t.Fatalf("run: %s %v", res.State, res.Err)
 		}
-		if msg := res.Err.Error(); !strings.Contains(msg, "task-augmented tools are not supported") || !strings.Contains(msg, "simulate-research-query") {
-			t.Fatalf("error = %s", msg)
+		evs := runEvents(t, db, res.RunID)
+		if n := len(frames(t, evs, "tools/call")); n != 1 {
+			t.Fatalf("%d tools/call frames, want 1", n)
 		}
-		assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started research"), openSession(1), notSent("research")))
-		if n := len(frames(t, runEvents(t, db, res.RunID), "tools/call")); n != 0 {
-			t.Fatalf("%d tools/call frames, want none", n)
+		if n := len(frames(t, evs, "tasks/result")); n != 1 {
+			t.Fatalf("%d tasks/result frames, want 1", n)
+		}
+		doc, err := projector.Inspect(ctx, db, res.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := doc.ProtocolCalls[0].Task
+		if task == nil || task.TaskIDDigest == "" || task.Polls < 1 || len(task.History) < 2 || task.History[len(task.History)-1].Status != "completed" {
+			b, _ := json.Marshal(task)
+			t.Fatalf("inspect task = %s", b)
+		}
+		if out := outputString(t, res.Outputs["research"]); !strings.Contains(out, "mcp") {
+			t.Fatalf("output = %s", out)
 		}
 	})
 

@@ -66,8 +66,8 @@ func RowStatus(sourceRunID, status string) string {
 // CallStatus maps a state-machine state to the protocol_calls status.
 func CallStatus(fsmState string) string {
 	switch fsmState {
-	case "reconnecting", "redispatched":
-		return "dispatched"
+	case "reconnecting", "redispatched", "accepted", "polling", "input_required", "cancelling":
+		return "dispatched" // live: a request (or the task it made) may be running
 	}
 	return fsmState
 }

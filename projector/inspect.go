@@ -115,6 +115,8 @@ type CallView struct {
 	SourceEffectID  *string         `db:"source_effect_id" json:"sourceEffectId"`
 	CreatedAt       string          `db:"created_at" json:"createdAt"`
 	UpdatedAt       string          `db:"updated_at" json:"updatedAt"`
+	// Task is the MCP task the call was made as; absent otherwise.
+	Task *CallTaskView `db:"-" json:"task,omitempty"`
 }
 
 // EffectView is an effects row (a reconciliation).
@@ -204,7 +206,11 @@ func InspectEach(ctx context.Context, db *events.DB, runID string, each func(eve
 			})
 		}
 	}
+	tasks := taskViews{}
 	err := scan(ctx, runID, func(e events.Event) error {
+		if err := tasks.add(e); err != nil {
+			return err
+		}
 		if e.Type == TypeRunFinished {
 			var p RunFinished
 			if err := e.Decode(&p); err == nil && p.Outputs != nil {
@@ -227,6 +233,10 @@ func InspectEach(ctx context.Context, db *events.DB, runID string, each func(eve
 	})
 	if err != nil {
 		return nil, err
+	}
+	tasks.finish()
+	for i := range doc.ProtocolCalls {
+		doc.ProtocolCalls[i].Task = tasks[doc.ProtocolCalls[i].EffectID]
 	}
 	// Fill in how many frames each truncation marker stands for.
 	for i, se := range doc.StreamEvents {

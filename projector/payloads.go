@@ -182,6 +182,9 @@ type CallResult struct {
 	// Structured reports that Output is structuredContent (not content), so
 	// a resumed run can validate a recorded result without the network.
 	Structured bool `json:"structured,omitempty"`
+	// ViaTask: the result came from tasks/result after Polls tasks/get.
+	ViaTask bool `json:"viaTask,omitempty"`
+	Polls   int  `json:"polls,omitempty"`
 }
 
 // CallError records why an attempt to send or complete a call failed.
@@ -236,4 +239,64 @@ type Frame struct {
 	Attempt    int             `json:"attempt,omitempty"`
 	EffectID   string          `json:"effectId,omitempty"`
 	Body       json.RawMessage `json:"body"`
+}
+
+// MCP task events (issue 16). All are call.* (or session.*) events, so the
+// encryption codec seals them whole.
+const (
+	TypeCallTaskAccepted  = "call.task_accepted"
+	TypeCallTaskStatus    = "call.task_status"
+	TypeCallTaskCancel    = "call.task_cancel"
+	TypeSessionReattached = "session.reattached"
+)
+
+// CallTaskAccepted records the CreateTaskResult of a task-augmented
+// tools/call, committed with its response frame before the first tasks/get:
+// from here on the call is asked about, never resent. SessionID is the raw
+// MCP-Session-Id needed to reattach after a restart (a bearer credential:
+// only in this sealed payload; everything that shows it shows the digest).
+type CallTaskAccepted struct {
+	EffectID        string          `json:"effectId"`
+	TaskID          string          `json:"taskId"`
+	TaskIDDigest    string          `json:"taskIdDigest"`
+	SessionID       string          `json:"sessionId,omitempty"`
+	SessionIDDigest string          `json:"sessionIdDigest,omitempty"`
+	Remote          string          `json:"remote"`
+	Generation      int             `json:"generation"`
+	Status          string          `json:"status"`
+	StatusMessage   string          `json:"statusMessage,omitempty"`
+	TTLMs           int64           `json:"ttlMs,omitempty"`
+	PollIntervalMs  int64           `json:"pollIntervalMs,omitempty"`
+	JSONRPCID       json.RawMessage `json:"jsonRpcId,omitempty"`
+}
+
+// CallTaskStatus is a change of the task's (status, statusMessage) seen by
+// tasks/get; identical answers are folded: Poll is the ordinal of the poll
+// that first showed it, so the polls it stands for are the next event's
+// Poll minus this one.
+type CallTaskStatus struct {
+	EffectID      string `json:"effectId"`
+	Status        string `json:"status"`
+	StatusMessage string `json:"statusMessage,omitempty"`
+	Poll          int    `json:"poll"`
+}
+
+// CallTaskCancel records a tasks/cancel (cause "user" or "input_required")
+// and what the server answered.
+type CallTaskCancel struct {
+	EffectID  string `json:"effectId"`
+	Cause     string `json:"cause"`
+	Confirmed bool   `json:"confirmed"`
+	Status    string `json:"status,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// SessionReattached records that a resumed run bound a recorded session
+// (no initialize, no tools/list) to poll a task.
+type SessionReattached struct {
+	Remote          string `json:"remote"`
+	Generation      int    `json:"generation"`
+	SessionIDDigest string `json:"sessionIdDigest,omitempty"`
+	TaskIDDigest    string `json:"taskIdDigest"`
+	TaskID          string `json:"taskId,omitempty"` // the workflow task
 }

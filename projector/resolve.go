@@ -60,11 +60,13 @@ func ResolveRun(ctx context.Context, db *events.DB, ref string) (string, error) 
 	} else if ok {
 		return ref, nil
 	}
+	// A prefix of the whole id, or of the part after "run-" / "replay-";
+	// LIKE with an escaped pattern reads the same on SQLite and PostgreSQL.
 	var ids []string
-	n := len(ref)
+	p := likeEscaper.Replace(ref)
 	err := x.SelectContext(ctx, &ids, `SELECT run_id FROM events WHERE seq = 1
-		AND (substr(run_id, 1, ?) = ? OR substr(run_id, instr(run_id, '-') + 1, ?) = ?)
-		ORDER BY created_at DESC, run_id DESC LIMIT ?`, n, ref, n, ref, maxMatches+1)
+		AND (run_id LIKE ? ESCAPE '\' OR run_id LIKE ? ESCAPE '\' OR run_id LIKE ? ESCAPE '\')
+		ORDER BY created_at DESC, run_id DESC LIMIT ?`, p+"%", "run-"+p+"%", "replay-"+p+"%", maxMatches+1)
 	if err != nil {
 		return "", &events.Error{Op: "resolve run", Path: db.Path(), Err: err}
 	}
@@ -82,11 +84,10 @@ func ResolveEffect(ctx context.Context, db *events.DB, ref string) (effectID, ru
 		EffectID string `db:"effect_id"`
 		RunID    string `db:"run_id"`
 	}
-	// Call ids are lower-case hex. A range over the primary key bounds the
-	// search to the prefix.
+	// Call ids are lower-case hex.
 	ref = strings.ToLower(ref)
 	err = db.SQL().SelectContext(ctx, &rows, `SELECT effect_id, run_id FROM protocol_calls
-		WHERE effect_id >= ? AND effect_id < ? ORDER BY effect_id LIMIT ?`, ref, ref+"\U0010FFFF", maxMatches+1)
+		WHERE effect_id LIKE ? ESCAPE '\' ORDER BY effect_id LIMIT ?`, likeEscaper.Replace(ref)+"%", maxMatches+1)
 	if err != nil {
 		return "", "", &events.Error{Op: "resolve call", Path: db.Path(), Err: err}
 	}
@@ -105,6 +106,10 @@ func ResolveEffect(ctx context.Context, db *events.DB, ref string) (effectID, ru
 	}
 	return id, "", nil
 }
+
+// likeEscaper escapes LIKE's wildcards (and its escape character) in an id
+// prefix, so a prefix matches only itself.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // pick returns the one match, or the error that says why there is not one.
 func pick(kind, ref string, ids []string, unknown error) (string, error) {

@@ -60,12 +60,17 @@ func TestHeaders(t *testing.T) {
 	want := map[string]string{
 		"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
 		"Origin": "agentctl://local", "Mcp-Protocol-Version": ProtocolVersion,
-		"Mcp-Session-Id": "mcptest-session-1", "User-Agent": "agentctl/1.2.3",
+		// The session id went out (the server saw it, below) but a server
+		// quoting it back gets it scrubbed: it is a bearer credential.
+		"Mcp-Session-Id": Redacted, "User-Agent": "agentctl/1.2.3",
 	}
 	for k, v := range want {
 		if h[k] != v {
 			t.Errorf("header %s = %q, want %q", k, h[k], v)
 		}
+	}
+	if got := srv.Stats().Requests[len(srv.Stats().Requests)-1].Header.Get("Mcp-Session-Id"); got != "mcptest-session-1" {
+		t.Errorf("server saw Mcp-Session-Id %q, want mcptest-session-1", got)
 	}
 	init := srv.Stats().Requests[0]
 	if init.RPCMethod != "initialize" || init.Header.Get("Mcp-Protocol-Version") != "" || init.Header.Get("Mcp-Session-Id") != "" {

@@ -295,6 +295,12 @@ func (x *exchange) handle(resp *http.Response) (*message, error) {
 				return nil, malformed("session id is not visible ASCII")
 			}
 			x.s.sessionID = sid
+			// The session id is a bearer credential: a server that quotes
+			// it back (in an error message, a result) must not get it into
+			// stored or printed text. Only its digest is ever shown.
+			if len(sid) >= MinSecretBytes {
+				x.s.c.red.add(sid)
+			}
 		}
 	}
 	if x.id == nil { // notification: any 2xx will do; the body is ignored

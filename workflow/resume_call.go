@@ -23,6 +23,7 @@ func (rn *run) resumedCall(t spec.TaskSpec, lc *loggedCall) (*call, error) {
 	if n := len(lc.transitions); n > 0 {
 		c.reason = lc.transitions[n-1].Reason
 	}
+	c.useTask, _ = c.decideTask() // a resend is a task again, as first sent
 	return c, nil
 }
 
@@ -52,6 +53,8 @@ func (c *call) resume(ctx context.Context, lc *loggedCall) (any, error) {
 			return nil, err
 		}
 		return c.send(ctx)
+	case fsm.Accepted, fsm.Polling, fsm.InputRequired, fsm.Cancelling:
+		return c.resumeTask(ctx, lc)
 	case fsm.Succeeded:
 		switch {
 		case lc.reconciled != nil:

@@ -47,6 +47,7 @@ type loggedCall struct {
 	possiblyExecuted int
 	reconciled       *projector.CallReconciled
 	m                fsm.Call
+	task             *loggedTask // the MCP task the call was made as (resume_task.go)
 }
 
 // loadRunLog reads runID's events and folds them; a run with no events
@@ -161,6 +162,8 @@ func (l *runLog) fold(e events.Event) error {
 		if c := l.calls[p.EffectID]; c != nil {
 			c.result = &p
 		}
+	case projector.TypeCallTaskAccepted, projector.TypeCallTaskStatus:
+		return l.foldTask(e)
 	case projector.TypeCallReconciled:
 		var p projector.CallReconciled
 		if err := e.Decode(&p); err != nil {

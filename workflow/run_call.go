@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/fsm"
@@ -42,6 +43,17 @@ type call struct {
 	reason   string // of the last transition
 	// cancelled: the user cancelled while the request was in flight.
 	cancelled bool
+
+	// MCP tasks (run_call_task.go): useTask says the call goes out as a
+	// task with ttl; taskID is the accepted task, polls the tasks/get sent,
+	// lastStatus the last recorded (status, message), viaTask that the
+	// result came from tasks/result.
+	useTask    bool
+	ttl        time.Duration
+	taskID     string
+	polls      int
+	lastStatus string
+	viaTask    bool
 }
 
 // callFailure is a definitive failure decided by agentctl itself.
@@ -75,9 +87,8 @@ func (c *call) run(ctx context.Context) (any, error) {
 // dispatch runs the checks that need no request (a violation fails the
 // call definitively and nothing is sent), then sends the call once.
 func (c *call) dispatch(ctx context.Context) (any, error) {
-	if taskSupportRequired(c.tool.Execution) {
-		return nil, c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported,
-			msg: fmt.Sprintf("tool %q requires task augmentation (execution.taskSupport = required); task-augmented tools are not supported", c.tool.Name)})
+	if err := c.prepareTask(ctx); err != nil {
+		return nil, err
 	}
 	if err := transport.ValidateArguments(c.tool, c.args); err != nil {
 		return nil, c.failDefinitive(ctx, err)
@@ -105,7 +116,20 @@ func (c *call) request() transport.CallRequest {
 func (c *call) send(ctx context.Context) (any, error) {
 	rn := c.rn
 	for {
-		res, err := c.rs.sess.CallTool(ctx, c.request(), c.rn.frameSink(c.stream(), c.frameBase(), true))
+		var res *transport.CallResult
+		var err error
+		if ts := c.taskSession(); c.useTask && ts != nil {
+			var tc *transport.TaskCall
+			tc, err = ts.CallToolTask(ctx, c.request(), c.ttl, c.rn.frameSink(c.stream(), c.frameBase(), true))
+			if err == nil && tc.Task != nil {
+				return c.accepted(ctx, ts, tc)
+			}
+			if err == nil {
+				res = tc.Result // the server answered the call directly
+			}
+		} else {
+			res, err = c.rs.sess.CallTool(ctx, c.request(), c.rn.frameSink(c.stream(), c.frameBase(), true))
+		}
 		if err == nil {
 			return c.complete(ctx, res)
 		}
@@ -115,7 +139,11 @@ func (c *call) send(ctx context.Context) (any, error) {
 			}
 		}
 		c.lastErr = err
-		trigger := triggerFor(ctx, err)
+		trigger, reason := triggerFor(ctx, err), err.Error()
+		if why, ok := urlElicitation(err); ok {
+			trigger, reason = fsm.URLElicitationRequired, why
+			err = fmt.Errorf("%s: %s: %w", fsm.ReasonURLElicitationRequired, why, err)
+		}
 		if errors.Is(ctx.Err(), context.Canceled) { // the user's cancel, not a task's timeoutSeconds
 			c.cancelled = true
 		}
@@ -128,7 +156,7 @@ func (c *call) send(ctx context.Context) (any, error) {
 			rn.retire(c.rs)
 		}
 		rn.pending = append(rn.pending, rec)
-		dec, ferr := c.fire(trigger, err.Error(), false)
+		dec, ferr := c.fire(trigger, reason, false)
 		if ferr != nil {
 			return nil, ferr
 		}
@@ -214,7 +242,10 @@ func (c *call) complete(ctx context.Context, res *transport.CallResult) (any, er
 	}
 	digest := canonjson.DigestBytes(res.Raw)
 	rec := projector.CallResult{EffectID: c.effectID, JSONRPCID: res.ID, IsError: res.IsError, ResultDigest: digest, Output: output,
-		Structured: len(res.StructuredContent) > 0}
+		Structured: len(res.StructuredContent) > 0, ViaTask: c.viaTask}
+	if c.viaTask {
+		rec.Polls = c.polls
+	}
 	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallResult, Payload: rec})
 	if !res.IsError && !cheapToValidate(c.tool, res) {
 		// The response frame and call.result are on disk before a
@@ -376,16 +407,6 @@ func triggerFor(ctx context.Context, err error) fsm.Trigger {
 		return fsm.FailPossiblyExecuted
 	}
 	return fsm.FailDefinitive
-}
-
-func taskSupportRequired(execution json.RawMessage) bool {
-	if len(execution) == 0 {
-		return false
-	}
-	var e struct {
-		TaskSupport string `json:"taskSupport"`
-	}
-	return json.Unmarshal(execution, &e) == nil && e.TaskSupport == "required"
 }
 
 // contentText summarises a content array for an error message.

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/agentctl/agentctl/transport"
 )
@@ -24,6 +25,30 @@ type Session interface {
 	ListTools(ctx context.Context, sink transport.Sink) (*transport.Catalog, error)
 	CallTool(ctx context.Context, req transport.CallRequest, sink transport.Sink) (*transport.CallResult, error)
 	Close(ctx context.Context) error
+}
+
+// TaskSession is implemented by sessions that speak MCP tasks (network
+// sessions; a replay session of a run that used none does not): the run
+// loop uses a task only through it.
+type TaskSession interface {
+	// ToolCallTasks: initialize advertised task-augmented tools/call.
+	ToolCallTasks() bool
+	// ToolsChanged: notifications/tools/list_changed arrived since the
+	// last tools/list.
+	ToolsChanged() bool
+	// SessionID is the raw MCP-Session-Id (persisted sealed, to reattach).
+	SessionID() string
+	CallToolTask(ctx context.Context, req transport.CallRequest, ttl time.Duration, sink transport.Sink) (*transport.TaskCall, error)
+	PollTask(ctx context.Context, t *transport.Task, sink transport.Sink, observe func(*transport.Task) error) (*transport.Task, error)
+	GetTask(ctx context.Context, taskID string, sink transport.Sink) (*transport.Task, error)
+	TaskResult(ctx context.Context, taskID string, sink transport.Sink) (*transport.CallResult, error)
+	CancelTask(ctx context.Context, taskID string, sink transport.Sink) (*transport.Task, error)
+}
+
+// Reattacher is a Conn that can bind a recorded MCP session id without a
+// new initialize, to poll a task after a restart.
+type Reattacher interface {
+	Reattach(sessionID string) (Session, error)
 }
 
 // Recorded is implemented by sessions that answer from a recorded run
@@ -83,3 +108,35 @@ func (n netSession) CallTool(ctx context.Context, req transport.CallRequest, sin
 }
 
 func (n netSession) Close(ctx context.Context) error { return n.s.Close(ctx) }
+
+func (n netConn) Reattach(sessionID string) (Session, error) {
+	s, err := n.c.Reattach(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return netSession{s}, nil
+}
+
+func (n netSession) ToolCallTasks() bool { return n.s.ToolCallTasks() }
+func (n netSession) ToolsChanged() bool  { return n.s.ToolsChanged() }
+func (n netSession) SessionID() string   { return n.s.SessionID() }
+
+func (n netSession) CallToolTask(ctx context.Context, req transport.CallRequest, ttl time.Duration, sink transport.Sink) (*transport.TaskCall, error) {
+	return n.s.CallToolTask(ctx, req, ttl, sink)
+}
+
+func (n netSession) PollTask(ctx context.Context, t *transport.Task, sink transport.Sink, observe func(*transport.Task) error) (*transport.Task, error) {
+	return n.s.PollTask(ctx, t, sink, observe)
+}
+
+func (n netSession) GetTask(ctx context.Context, taskID string, sink transport.Sink) (*transport.Task, error) {
+	return n.s.GetTask(ctx, taskID, sink)
+}
+
+func (n netSession) TaskResult(ctx context.Context, taskID string, sink transport.Sink) (*transport.CallResult, error) {
+	return n.s.TaskResult(ctx, taskID, sink)
+}
+
+func (n netSession) CancelTask(ctx context.Context, taskID string, sink transport.Sink) (*transport.Task, error) {
+	return n.s.CancelTask(ctx, taskID, sink)
+}

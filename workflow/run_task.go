@@ -211,24 +211,9 @@ func sessionStream(remote string, gen int) string { return fmt.Sprintf("session/
 // openSession initializes a new session (the next generation) and lists
 // its tools. The caller holds sessMu.
 func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
-	rn.mu.Lock()
-	conn := rn.conns[remote]
-	rn.mu.Unlock()
-	if conn == nil {
-		d := rn.r.Dialer
-		if d == nil {
-			d = NetworkDialer{}
-		}
-		cfg := rn.wf.TransportConfig(remote)
-		cfg.UserAgent = rn.r.UserAgent
-		cfg.Getenv = rn.r.Getenv
-		var err error
-		if conn, err = d.Dial(remote, cfg); err != nil {
-			return nil, err
-		}
-		rn.mu.Lock()
-		rn.conns[remote] = conn
-		rn.mu.Unlock()
+	conn, err := rn.conn(remote)
+	if err != nil {
+		return nil, err
 	}
 	rn.mu.Lock()
 	rn.gens[remote]++
@@ -272,6 +257,34 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 	return rs, nil
 }
 
+// conn returns the run's connection to remote, dialing it on first use.
+func (rn *run) conn(remote string) (Conn, error) {
+	rn.mu.Lock()
+	conn := rn.conns[remote]
+	rn.mu.Unlock()
+	if conn != nil {
+		return conn, nil
+	}
+	d := rn.r.Dialer
+	if d == nil {
+		d = NetworkDialer{}
+	}
+	cfg := rn.wf.TransportConfig(remote)
+	cfg.UserAgent = rn.r.UserAgent
+	cfg.Getenv = rn.r.Getenv
+	conn, err := d.Dial(remote, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if prev := rn.conns[remote]; prev != nil {
+		return prev, nil
+	}
+	rn.conns[remote] = conn
+	return conn, nil
+}
+
 // sink persists every frame (with any pending records) before the
 // transport sends or reads the next one.
 func (rn *run) sink(stream string, base projector.Frame) transport.Sink {
@@ -291,10 +304,7 @@ func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool
 		}
 		fr := base
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
-		fr.Body = f.Body
-		if len(fr.Body) == 0 || !json.Valid(fr.Body) {
-			fr.Body, _ = json.Marshal(string(f.Body))
-		}
+		fr.Body = frameBody(f.Body)
 		rec := events.Record{Stream: stream, Type: projector.FramePrefix + f.Kind, Payload: fr}
 		if deferResponse && f.Dir == "in" && f.Kind == "response" {
 			rn.later(rec)
@@ -302,6 +312,16 @@ func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool
 		}
 		return rn.append(rec)
 	}
+}
+
+// frameBody is a frame's body as recorded: JSON as is, anything else as
+// a JSON string.
+func frameBody(b []byte) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		s, _ := json.Marshal(string(b))
+		return s
+	}
+	return b
 }
 
 // recordReplayed records a replay session's reference to recorded frames

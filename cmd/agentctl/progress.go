@@ -30,15 +30,16 @@ type progress struct {
 	color bool // colour state words
 	now   func() time.Time
 
-	mu    sync.Mutex
-	drawn int               // live lines on screen
-	calls map[string]*row   // running call by effect id
-	tasks []*row            // every task attempt seen, in order
-	byKey map[string]*row   // task id/attempt → row
-	gens  map[string]int    // remote → last generation opened
-	stop  chan struct{}     // closes the ticker; nil when none runs
-	done  sync.WaitGroup    // the ticker goroutine
-	last  map[string]string // effect id → last transition target
+	mu       sync.Mutex
+	drawn    int               // live lines on screen
+	calls    map[string]*row   // running call by effect id
+	tasks    []*row            // every task attempt seen, in order
+	byKey    map[string]*row   // task id/attempt → row
+	gens     map[string]int    // remote → last generation opened
+	stop     chan struct{}     // closes the ticker; nil when none runs
+	done     sync.WaitGroup    // the ticker goroutine
+	last     map[string]string // effect id → last transition target
+	mcpTasks map[string]string // effect id → its MCP task's id digest
 
 	summarized bool
 }
@@ -89,7 +90,7 @@ func useColor(mode string, tty bool) bool {
 func newProgress(w io.Writer, color string) *progress {
 	tty := isTerminal(w)
 	return &progress{w: w, tty: tty, color: useColor(color, tty), now: time.Now,
-		calls: map[string]*row{}, byKey: map[string]*row{}, gens: map[string]int{}, last: map[string]string{}}
+		calls: map[string]*row{}, byKey: map[string]*row{}, gens: map[string]int{}, last: map[string]string{}, mcpTasks: map[string]string{}}
 }
 
 // refreshEvery is how often a terminal's live lines are redrawn to move
@@ -161,6 +162,8 @@ func (p *progress) observe(e events.Event) {
 			task = " (" + clean(r.task) + ")"
 		}
 		p.line("  call %s%s → %s%s", short(t.EffectID), task, p.paint(t.To), reason)
+	case projector.TypeCallTaskAccepted, projector.TypeCallTaskStatus:
+		p.taskStatus(e)
 	case projector.FramePrefix + "notification":
 		p.notification(e)
 	case projector.TypeTaskSkipped:
@@ -430,4 +433,36 @@ func humanValue(v any) string {
 		return fmt.Sprint(v)
 	}
 	return clean(string(b))
+}
+
+// taskStatus shows an MCP task's acceptance and each status change:
+// "task <digest> <status>: <message> (poll n)".
+func (p *progress) taskStatus(e events.Event) {
+	var effectID, status, message, ref string
+	poll := 0
+	if e.Type == projector.TypeCallTaskAccepted {
+		var a projector.CallTaskAccepted
+		if e.Decode(&a) != nil {
+			return
+		}
+		effectID, status, message, ref = a.EffectID, "accepted ("+a.Status+")", a.StatusMessage, a.TaskIDDigest
+		p.mcpTasks[a.EffectID] = a.TaskIDDigest
+	} else {
+		var s projector.CallTaskStatus
+		if e.Decode(&s) != nil {
+			return
+		}
+		effectID, status, message, poll, ref = s.EffectID, s.Status, s.StatusMessage, s.Poll, p.mcpTasks[s.EffectID]
+	}
+	if len(ref) > 19 {
+		ref = ref[:19] // "sha256:" and 12 hex digits
+	}
+	line := fmt.Sprintf("  call %s task %s %s", short(effectID), ref, clean(status))
+	if message != "" {
+		line += ": " + clean(message)
+	}
+	if poll > 0 {
+		line += fmt.Sprintf(" (poll %d)", poll)
+	}
+	p.line("%s", line)
 }

@@ -187,7 +187,12 @@ func (a *app) printResult(ctx context.Context, db *events.DB, res *workflow.Resu
 		if a.prog != nil {
 			a.prog.summary()
 		}
-		fmt.Fprintf(a.stderr, "run %s %s\n", res.RunID, res.State)
+		if res.ExitCode == workflow.ExitStorage {
+			// The run did not fail: the database did. Say so, not "failed".
+			fmt.Fprintf(a.stderr, "run %s stopped: the database failed (storage error, exit 5); the run is resumable once it is fixed\n", res.RunID)
+		} else {
+			fmt.Fprintf(a.stderr, "run %s %s\n", res.RunID, res.State)
+		}
 	} else if err := a.printJSON(a.stdout, "RunResult", res.Err == nil, data); err != nil {
 		return err
 	}

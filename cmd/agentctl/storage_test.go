@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -82,6 +83,7 @@ func TestCLI_DiskFullIsExit5(t *testing.T) {
 	before := runChains(t, seed)
 	pages := pageCount(t, seed)
 	partial, fullAt := 0, -1
+	sawDBLine := false // a human run said "the database failed" once
 	for k := 0; k < 400 && fullAt < 0; k++ {
 		path := filepath.Join(t.TempDir(), "capped.db")
 		copyFile(t, seed, path)
@@ -111,6 +113,18 @@ func TestCLI_DiskFullIsExit5(t *testing.T) {
 		}
 		if !strings.Contains(env.Error.Message, "full") {
 			t.Errorf("k=%d: message does not say the database is full: %s", k, env.Error.Message)
+		}
+		if !sawDBLine {
+			// Human output names what failed: the database, not the run.
+			hpath := filepath.Join(t.TempDir(), "capped-human.db")
+			copyFile(t, seed, hpath)
+			t.Setenv("AGENTCTL_TEST_MAX_PAGES", fmt.Sprint(pages+k))
+			_, hstderr, hcode := cli(t, "run", wf, "--db", hpath)
+			t.Setenv("AGENTCTL_TEST_MAX_PAGES", "")
+			if hcode != 5 || regexp.MustCompile(`run run-\S+ failed\n`).MatchString(hstderr) {
+				t.Errorf("k=%d: human run exit %d, or it says the run failed where the database did: %s", k, hcode, hstderr)
+			}
+			sawDBLine = strings.Contains(hstderr, "stopped: the database failed")
 		}
 		after := runChains(t, path)
 		for id, hashes := range before {
@@ -145,6 +159,9 @@ func TestCLI_DiskFullIsExit5(t *testing.T) {
 	}
 	if partial == 0 {
 		t.Fatalf("no cap left a partial run (run fits at +%d pages)", fullAt)
+	}
+	if !sawDBLine {
+		t.Fatal("no human run said the database failed")
 	}
 	t.Logf("run fits at +%d pages; %d caps left a partial run", fullAt, partial)
 }

@@ -113,3 +113,39 @@ spec:
 		t.Fatalf("a refused command created the database")
 	}
 }
+
+// TestCLI_SessionIDNeverInErrors: a server that quotes the session id in
+// its error message gets it into no stored or printed error: runs.error,
+// inspect, stderr show the message without the id.
+func TestCLI_SessionIDNeverInErrors(t *testing.T) {
+	var sid string
+	srv := mcptest.Start(t, mcptest.Options{}, mcptest.ToolDef{Name: "q", Handler: func(_ context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+		sid = c.Session
+		return nil, &mcptest.RPCError{Code: -32000, Message: "no such session " + c.Session + " here"}
+	}})
+	db := filepath.Join(t.TempDir(), "a.db")
+	_, stderr, code := cli(t, "run", hostileWorkflow(t, srv.URL, "q", "at_most_once", 5, 0), "--db", db)
+	if code != 4 {
+		t.Fatalf("exit %d, want 4: %s", code, stderr)
+	}
+	if len(sid) < 8 {
+		t.Fatalf("mcptest session id %q too short for this test", sid)
+	}
+	out, _, _ := cli(t, "inspect", "last", "--db", db, "--output", "json")
+	for what, text := range map[string]string{"stderr": stderr, "inspect": out} {
+		if strings.Contains(text, sid) {
+			t.Errorf("%s quotes the session id %q: %s", what, sid, text)
+		}
+		if !strings.Contains(text, "no such session") {
+			t.Errorf("%s lost the server's message: %s", what, text)
+		}
+	}
+	raw, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wal, _ := os.ReadFile(db + "-wal")
+	if strings.Contains(string(raw)+string(wal), sid) {
+		t.Errorf("the database holds the session id in clear")
+	}
+}

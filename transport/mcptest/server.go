@@ -276,6 +276,9 @@ func (s *Server) response(id, result json.RawMessage, rpcErr *RPCError, f *Fault
 	var b []byte
 	if rpcErr != nil {
 		b = errorResponse(id, rpcErr.Code, rpcErr.Message)
+		if rpcErr.Data != nil {
+			b, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": rpcErr.Code, "message": rpcErr.Message, "data": rpcErr.Data}})
+		}
 	} else {
 		b, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
 	}

@@ -76,6 +76,7 @@ type Result struct {
 type RPCError struct {
 	Code    int
 	Message string
+	Data    json.RawMessage // error.data; omitted when nil
 }
 
 func (e *RPCError) Error() string { return "rpc error " + strconv.Itoa(e.Code) + ": " + e.Message }

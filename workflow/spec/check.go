@@ -184,6 +184,9 @@ func (c *checker) actions() {
 		if a.Retry != nil {
 			c.retry(p+".retry", *a.Retry)
 		}
+		if c.has(p+".taskTtlSeconds") && a.TaskTTLSeconds < 1 {
+			c.errf(p+".taskTtlSeconds", "taskTtlSeconds must be at least 1, got %d", a.TaskTTLSeconds)
+		}
 	}
 }
 

@@ -17,6 +17,9 @@ func TestCheck_ConcurrencyRetryTimeout(t *testing.T) {
 		{"retry without maxAttempts", "{ kind: mcp.call }", "{ kind: mcp.call, retry: { initialIntervalSeconds: 1 } }", "spec.actions.a.retry.maxAttempts: retry.maxAttempts is required"},
 		{"retry maxAttempts 0", "{ kind: mcp.call }", "{ kind: mcp.call, retry: { maxAttempts: 0 } }", "spec.actions.a.retry.maxAttempts: retry.maxAttempts must be at least 1, got 0"},
 		{"retry backoff below 1", "{ kind: mcp.call }", "{ kind: mcp.call, retry: { maxAttempts: 2, backoffFactor: 0.5 } }", "spec.actions.a.retry.backoffFactor: retry.backoffFactor must be at least 1, got 0.5"},
+		{"taskTtlSeconds 0", "{ kind: mcp.call }", "{ kind: mcp.call, task: true, taskTtlSeconds: 0 }", "t.yaml:7:63: spec.actions.a.taskTtlSeconds: taskTtlSeconds must be at least 1, got 0"},
+		{"task not a bool", "{ kind: mcp.call }", "{ kind: mcp.call, task: sometimes }", "t.yaml:7:41: spec.actions.a.task: expected true or false"},
+		{"useTasks unknown", `url: "http://127.0.0.1:1/mcp"`, `url: "http://127.0.0.1:1/mcp", useTasks: sometimes`, "t.yaml:6:63: spec.mcpServers.s.useTasks: unknown useTasks \"sometimes\"; want one of optional, always, never"},
 		{"timeoutSeconds 0", "      uses: action:a\n", "      uses: action:a\n      timeoutSeconds: 0\n", "spec.tasks[0].timeoutSeconds: timeoutSeconds must be at least 1, got 0"},
 		{"continueOnError not a bool", "      uses: action:a\n", "      uses: action:a\n      continueOnError: yes please\n", "spec.tasks[0].continueOnError: expected true or false"},
 	}
@@ -36,5 +39,19 @@ func TestCheck_ConcurrencyRetryTimeout(t *testing.T) {
 	w = mustParse(t, strings.Replace(base, "{ kind: mcp.call }", "{ kind: mcp.call, retry: { maxAttempts: 3, initialIntervalSeconds: 0.5, backoffFactor: 1.5, maxIntervalSeconds: 10 } }", 1))
 	if r := w.Spec.Actions["a"].Retry; r == nil || *r != (RetrySpec{MaxAttempts: 3, InitialIntervalSeconds: 0.5, BackoffFactor: 1.5, MaxIntervalSeconds: 10}) {
 		t.Fatalf("retry = %+v", r)
+	}
+}
+
+// TestJSONSchema_TaskKeys: the JSON Schema knows the MCP task keys.
+func TestJSONSchema_TaskKeys(t *testing.T) {
+	s := string(JSONSchema())
+	for _, k := range []string{`"task"`, `"taskTtlSeconds"`, `"useTasks"`} {
+		if !strings.Contains(s, k) {
+			t.Errorf("JSON Schema lacks %s", k)
+		}
+	}
+	w := mustParse(t, strings.Replace(wf(task("a", nil, "")), "{ kind: mcp.call }", "{ kind: mcp.call, task: true }", 1))
+	if a := w.Spec.Actions["a"]; !a.Task || a.TaskTTL() != DefaultTaskTTLSeconds || w.Spec.MCPServers["s"].TasksPolicy() != UseTasksOptional {
+		t.Fatalf("action %+v, policy %q", a, w.Spec.MCPServers["s"].TasksPolicy())
 	}
 }

@@ -101,6 +101,9 @@ func (c *checker) servers() {
 		if c.has(p+".protocolVersion") && s.ProtocolVersion != ProtocolVersion {
 			c.errf(p+".protocolVersion", "unsupported protocolVersion %q; agentctl speaks %s only", s.ProtocolVersion, ProtocolVersion)
 		}
+		if c.has(p+".useTasks") && !contains([]string{UseTasksOptional, UseTasksAlways, UseTasksNever}, s.UseTasks) {
+			c.errf(p+".useTasks", "unknown useTasks %q; want one of optional, always, never", s.UseTasks)
+		}
 		for _, h := range sortedNames(s.Headers) {
 			c.header1(joinPath(p+".headers", h), h, s.Headers[h])
 		}

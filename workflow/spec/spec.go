@@ -109,6 +109,22 @@ type ServerSpec struct {
 	TimeoutSeconds  int                      `yaml:"timeoutSeconds" json:"timeoutSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Inactivity timeout per request, restarted by every frame."`
 	MaxSeconds      int                      `yaml:"maxSeconds" json:"maxSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Bound on the whole request."`
 	ProtocolVersion string                   `yaml:"protocolVersion" json:"protocolVersion,omitempty" jsonschema:"enum=2025-11-25" jsonschema_description:"MCP protocol version; only 2025-11-25."`
+	UseTasks        string                   `yaml:"useTasks" json:"useTasks,omitempty" jsonschema:"enum=optional,enum=always,enum=never" jsonschema_description:"MCP tasks for this server's tools: optional (default: a task for a tool that requires one, or whose action says task: true), always (also for every tool that allows one), never (a tool that requires a task fails before sending)."`
+}
+
+// The values of ServerSpec.UseTasks.
+const (
+	UseTasksOptional = "optional"
+	UseTasksAlways   = "always"
+	UseTasksNever    = "never"
+)
+
+// TasksPolicy returns the server's useTasks, or "optional" when absent.
+func (s ServerSpec) TasksPolicy() string {
+	if s.UseTasks == "" {
+		return UseTasksOptional
+	}
+	return s.UseTasks
 }
 
 // SecretRefSpec names where a secret comes from: exactly one of Env or File.
@@ -122,6 +138,21 @@ type ActionSpec struct {
 	Kind        string     `yaml:"kind" json:"kind" jsonschema:"required,enum=mcp.call" jsonschema_description:"Action kind; only mcp.call."`
 	Idempotency string     `yaml:"idempotency" json:"idempotency,omitempty" jsonschema:"enum=pure,enum=idempotent,enum=keyed,enum=at_most_once,enum=unknown" jsonschema_description:"Whether a resend is safe; default unknown (never resent)."`
 	Retry       *RetrySpec `yaml:"retry" json:"retry,omitempty" jsonschema_description:"Retry policy: new attempts after a definitive failure only, never after uncertain."`
+	// Task asks for an MCP task when the tool allows one (taskSupport
+	// optional); a tool that requires one gets one regardless.
+	Task           bool `yaml:"task" json:"task,omitempty" jsonschema_description:"Call the tool as an MCP task when it allows one (execution.taskSupport optional); a tool that requires a task always gets one."`
+	TaskTTLSeconds int  `yaml:"taskTtlSeconds" json:"taskTtlSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"How long the server should keep the task (params.task.ttl); default 3600."`
+}
+
+// DefaultTaskTTLSeconds is the task ttl asked for when taskTtlSeconds is absent.
+const DefaultTaskTTLSeconds = 3600
+
+// TaskTTL returns taskTtlSeconds, or DefaultTaskTTLSeconds when absent.
+func (a ActionSpec) TaskTTL() int {
+	if a.TaskTTLSeconds < 1 {
+		return DefaultTaskTTLSeconds
+	}
+	return a.TaskTTLSeconds
 }
 
 // RetrySpec is an action's retry policy (Temporal's names). A retry is a new

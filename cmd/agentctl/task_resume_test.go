@@ -1,0 +1,159 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentctl/agentctl/internal/testkit"
+	"github.com/agentctl/agentctl/transport/mcptest"
+)
+
+// researchTool is a tool that must be called as an MCP task.
+func researchTool() mcptest.ToolDef {
+	t := actTool()
+	t.Name, t.Execution = "research", json.RawMessage(`{"taskSupport":"required"}`)
+	return t
+}
+
+func researchWorkflow(t *testing.T, url, idem string) string {
+	t.Helper()
+	return testkit.Workflow{Name: "research-once", URL: url,
+		Tasks:   []testkit.Task{{ID: "only", Action: "act", Idempotency: idem, Tool: "research", Arguments: "{n: 1}"}},
+		Outputs: []testkit.Output{{Name: "result", Value: "${{ tasks.only.output }}"}}}.WriteFile(t)
+}
+
+// TestCLI_TaskCrashResume kills agentctl while it polls a task (right after
+// the commit that records the task working), then resumes: for every
+// class the run reattaches the recorded session (no new initialize) and
+// polls the same task; the server saw exactly one tools/call.
+func TestCLI_TaskCrashResume(t *testing.T) {
+	for _, idem := range allClasses {
+		t.Run(idem, func(t *testing.T) {
+			srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 4, PollInterval: 10}}, researchTool())
+			db := t.TempDir() + "/a.db"
+			runID := crashRun(t, db, researchWorkflow(t, srv.URL, idem), "call.transition accepted->polling")
+			code, data, stderr := resumeJSON(t, db, runID)
+			if code != 0 || data["state"] != "succeeded" {
+				t.Fatalf("resume exit %d, data %v\n%s", code, data, stderr)
+			}
+			st, ts := srv.Stats(), srv.TaskStats()
+			if st.Calls["research"] != 1 || st.Executed["research"] != 1 || st.Initialize != 1 || ts.Created != 1 || ts.Results != 1 {
+				t.Fatalf("server saw calls %d, executed %d, initialize %d, tasks %+v", st.Calls["research"], st.Executed["research"], st.Initialize, ts)
+			}
+			log := strings.Join(describe(t, db, runID), "\n")
+			if strings.Count(log, "mcp.request out tools/call") != 1 || strings.Count(log, "session.reattached") != 1 ||
+				!strings.Contains(log, "call.transition polling->polling") {
+				t.Fatalf("log:\n%s", log)
+			}
+			out, _, code := cli(t, "inspect", runID, "--db", db, "--output", "json")
+			if code != 0 || !strings.Contains(out, `"taskId": "mcptest-task-1"`) || !strings.Contains(out, `"taskIdDigest": "sha256:`) {
+				t.Fatalf("inspect exit %d:\n%s", code, out)
+			}
+			// The session id (a bearer credential) is in the log, sealed when
+			// encryption is on; inspect shows only its digest.
+			sid := ""
+			for _, r := range st.Requests {
+				if r.RPCMethod == "tasks/get" {
+					sid = r.Session
+				}
+			}
+			if sid == "" || strings.Contains(out, sid) {
+				t.Fatalf("inspect prints the raw session id %q (or none was used)", sid)
+			}
+		})
+	}
+}
+
+// TestCLI_TaskCrashResumeSessionGone: the server forgot the session while
+// agentctl was down (404 on the reattached session's first tasks/get):
+// the task is lost; at_most_once ends uncertain, idempotent is sent again.
+func TestCLI_TaskCrashResumeSessionGone(t *testing.T) {
+	for _, tc := range []struct {
+		idem        string
+		code, calls int
+	}{{"at_most_once", 3, 1}, {"idempotent", 0, 2}} {
+		t.Run(tc.idem, func(t *testing.T) {
+			srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 4, PollInterval: 10}}, researchTool())
+			db := t.TempDir() + "/a.db"
+			runID := crashRun(t, db, researchWorkflow(t, srv.URL, tc.idem), "call.transition accepted->polling")
+			srv.Inject(mcptest.Fault{RPCMethod: "tasks/get", Nth: 1, Status: http.StatusNotFound})
+			code, _, stderr := resumeJSON(t, db, runID)
+			if code != tc.code {
+				t.Fatalf("resume exit %d, want %d\n%s", code, tc.code, stderr)
+			}
+			if tc.code == 3 && !strings.Contains(stderr, "task_lost") {
+				t.Fatalf("stderr lacks task_lost:\n%s", stderr)
+			}
+			if n := srv.Stats().Executed["research"]; n != tc.calls {
+				t.Fatalf("executed %d, want %d", n, tc.calls)
+			}
+		})
+	}
+}
+
+// TestCLI_TaskCrashMatrix kills agentctl after every commit of a task
+// call and resumes: the log stays sound; at_most_once never sends a second
+// tools/call and, once the CreateTaskResult is on disk, always succeeds
+// (only the window between sending the tools/call and committing the task
+// may leave it uncertain); idempotent always succeeds, with at most one
+// resend, itself a task.
+func TestCLI_TaskCrashMatrix(t *testing.T) {
+	for _, idem := range []string{"at_most_once", "idempotent"} {
+		t.Run(idem, func(t *testing.T) { taskCrashMatrix(t, idem) })
+	}
+}
+
+func taskCrashMatrix(t *testing.T, idem string) {
+	start := func(t *testing.T) *mcptest.Server {
+		return mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 2, PollInterval: 10}}, researchTool())
+	}
+	srv := start(t)
+	refDB := t.TempDir() + "/ref.db"
+	if _, stderr, code := cli(t, "run", researchWorkflow(t, srv.URL, idem), "--db", refDB, "--output", "json"); code != 0 {
+		t.Fatalf("reference run exit %d: %s", code, stderr)
+	}
+	evs := logOf(t, refDB, runIDs(t, refDB)[0])
+	lines := describeAll(evs)
+	var points []string // the last event of each commit after run.created
+	accepted := -1      // index in points of the commit holding call.task_accepted
+	seen := map[string]int{}
+	for i, l := range lines {
+		seen[l]++
+		if l == "call.task_accepted" {
+			accepted = len(points)
+		}
+		if i == 0 || (i+1 < len(evs) && evs[i+1].CreatedAt == evs[i].CreatedAt) {
+			continue
+		}
+		points = append(points, fmt.Sprintf("%s#%d", l, seen[l]))
+	}
+	if accepted < 0 || len(points) < 4 {
+		t.Fatalf("reference log:\n%s", strings.Join(lines, "\n"))
+	}
+	for i, p := range points {
+		if i == len(points)-1 {
+			break // run.finished: nothing left to resume
+		}
+		t.Run(strings.ReplaceAll(p, "#", " "), func(t *testing.T) { // no "#": the DB path is a file: URI
+			srv := start(t)
+			db := t.TempDir() + "/a.db"
+			runID := crashRun(t, db, researchWorkflow(t, srv.URL, idem), p)
+			before := logOf(t, db, runID)
+			code, _, stderr := resumeJSON(t, db, runID)
+			assertSound(t, db, runID, before)
+			maxCalls, ok := 1, i < accepted || code == 0
+			if idem != "at_most_once" {
+				maxCalls, ok = 2, code == 0
+			}
+			if n := srv.Stats().Calls["research"]; n > maxCalls {
+				t.Fatalf("server saw %d tools/call", n)
+			}
+			if !ok || (code != 0 && code != 3) {
+				t.Fatalf("resume after %s exit %d\n%s", p, code, stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,123 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport"
+)
+
+// loggedTask is the MCP task of a call as recorded: its CreateTaskResult
+// (with the session id to reattach, unsealed by events) and the last
+// status change seen.
+type loggedTask struct {
+	accepted projector.CallTaskAccepted
+	status   string // last recorded status
+	message  string // and its statusMessage
+	lastPoll int    // ordinal of the poll that recorded it
+}
+
+// foldTask folds call.task_accepted and call.task_status into the call.
+func (l *runLog) foldTask(e events.Event) error {
+	switch e.Type {
+	case projector.TypeCallTaskAccepted:
+		var p projector.CallTaskAccepted
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if c := l.calls[p.EffectID]; c != nil {
+			c.task = &loggedTask{accepted: p, status: p.Status, message: p.StatusMessage}
+			c.result = nil // a result now comes from tasks/result
+		}
+	case projector.TypeCallTaskStatus:
+		var p projector.CallTaskStatus
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if c := l.calls[p.EffectID]; c != nil && c.task != nil {
+			c.task.status, c.task.message, c.task.lastPoll = p.Status, p.StatusMessage, p.Poll
+		}
+	}
+	return nil
+}
+
+// resumeTask carries on a call whose task was accepted before the process
+// ended: a result already in the log concludes it; otherwise the recorded
+// session is reattached (its MCP-Session-Id, no initialize) and the same
+// task is asked about again, which is never a resend, so it is legal for
+// every class. A task the server no longer knows (or a 404 for the
+// session) is lost: the class rules decide (pollTask).
+func (c *call) resumeTask(ctx context.Context, lc *loggedCall) (any, error) {
+	if lc.task == nil {
+		return nil, fmt.Errorf("call %s is %s but its call.task_accepted is not in the log", c.effectID, c.m.State)
+	}
+	lt := lc.task
+	c.taskID, c.polls, c.lastStatus = lt.accepted.TaskID, lt.lastPoll, lt.status+"\x00"+lt.message
+	if lc.result != nil { // tasks/result reached the log: conclude, never ask again
+		c.viaTask = true
+		return c.conclude(ctx, *lc.result)
+	}
+	rs, err := c.rn.reattach(ctx, c, lt)
+	if err != nil {
+		f := &callFailure{kind: transport.KindUnsupported, msg: fmt.Sprintf("call %s: reattach to session %s of %q to poll task %s: %v",
+			c.effectID, lt.accepted.SessionIDDigest, c.remote, c.taskRef(), err)}
+		c.lastErr = f
+		c.rn.pending = append(c.rn.pending, c.errorRecord(f))
+		if _, ferr := c.fire(fsm.FailPossiblyExecuted, f.msg, false); ferr != nil {
+			return nil, errors.Join(f, ferr)
+		}
+		return nil, f
+	}
+	c.rs, c.gen = rs, rs.gen
+	ts := c.taskSession()
+	switch c.m.State {
+	case fsm.InputRequired:
+		return c.cancelTask(ctx, ts, "input_required", lt.message)
+	case fsm.Cancelling:
+		c.cancelled = true
+		return c.cancelTask(ctx, ts, "user", "")
+	}
+	if _, err := c.fire(fsm.FailAmbiguous, ReasonInterrupted, false); err != nil {
+		return nil, err
+	}
+	t := &transport.Task{ID: lt.accepted.TaskID, Status: transport.TaskWorking, StatusMessage: lt.message,
+		PollInterval: time.Duration(lt.accepted.PollIntervalMs) * time.Millisecond}
+	return c.pollTask(ctx, ts, t)
+}
+
+// reattach binds the recorded session of lt without a new initialize and
+// records session.reattached; the session is closed when the run ends.
+func (rn *run) reattach(ctx context.Context, c *call, lt *loggedTask) (*remoteState, error) {
+	if lt.accepted.SessionID == "" {
+		return nil, errors.New("no session id was recorded")
+	}
+	conn, err := rn.conn(c.remote)
+	if err != nil {
+		return nil, err
+	}
+	ra, ok := conn.(Reattacher)
+	if !ok {
+		return nil, fmt.Errorf("remote %q cannot reattach a recorded session (replay answers no task polls)", c.remote)
+	}
+	sess, err := ra.Reattach(lt.accepted.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := sess.(TaskSession); !ok {
+		return nil, fmt.Errorf("remote %q: the reattached session speaks no tasks", c.remote)
+	}
+	rs := &remoteState{name: c.remote, sess: sess, gen: lt.accepted.Generation, owner: c.task.ID, attached: map[string]bool{}}
+	rn.mu.Lock()
+	rn.opened = append(rn.opened, rs)
+	rn.mu.Unlock()
+	rn.later(events.Record{Stream: sessionStream(c.remote, rs.gen), Type: projector.TypeSessionReattached,
+		Payload: projector.SessionReattached{Remote: c.remote, Generation: rs.gen, SessionIDDigest: lt.accepted.SessionIDDigest,
+			TaskIDDigest: lt.accepted.TaskIDDigest, TaskID: c.task.ID}})
+	_ = ctx
+	return rs, nil
+}

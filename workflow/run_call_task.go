@@ -1,0 +1,356 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow/spec"
+)
+
+// MCP tasks (issue 16). A call sent as a task is answered with a
+// CreateTaskResult, committed (call.task_accepted, with the response frame
+// and the accepted transition) before the first tasks/get: from then on a
+// lost stream, a timeout or a crash is answered by asking about the same
+// task again, for every class, never by sending the call again.
+
+// maxPollFailures bounds consecutive failed polls (timeouts, lost streams,
+// 5xx) before the call gives up learning the task's fate (uncertain).
+const maxPollFailures = 5
+
+// cancelTaskTimeout bounds the best-effort tasks/cancel.
+const cancelTaskTimeout = 2 * time.Second
+
+// useTask decides whether a call is sent as an MCP task, from the tool's
+// execution.taskSupport, the action's `task:` and the server's `useTasks`.
+// refuse, when not "", says why the call must fail before anything is sent.
+func useTask(support transport.TaskSupport, actionTask bool, policy string) (use bool, refuse string) {
+	switch support {
+	case transport.TaskSupportRequired:
+		if policy == spec.UseTasksNever {
+			return false, "requires a task (execution.taskSupport = required) but the server's useTasks is never"
+		}
+		return true, ""
+	case transport.TaskSupportOptional:
+		if policy == spec.UseTasksNever {
+			return false, ""
+		}
+		return actionTask || policy == spec.UseTasksAlways, ""
+	}
+	return false, ""
+}
+
+// taskSession is the call's session as a TaskSession, nil when it speaks
+// no tasks (a replay of a run that used none).
+func (c *call) taskSession() TaskSession {
+	ts, _ := c.rs.sess.(TaskSession)
+	return ts
+}
+
+// prepareTask runs before the dispatch transition: a tools/list_changed
+// notification makes it re-list and compare the tool's digest, and it
+// decides whether the call goes out as a task. A failure here is
+// definitive: nothing was sent.
+func (c *call) prepareTask(ctx context.Context) error {
+	ts := c.taskSession()
+	if ts != nil && ts.ToolsChanged() {
+		if err := c.relist(ctx); err != nil {
+			return err
+		}
+	}
+	support := c.tool.TaskSupport()
+	use, refuse := c.decideTask()
+	if refuse != "" {
+		return c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported, msg: fmt.Sprintf("tool %q %s; not sent", c.tool.Name, refuse)})
+	}
+	if _, replay := c.rs.sess.(Recorded); use && replay && ts == nil {
+		return c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported,
+			msg: fmt.Sprintf("replay: tool %q is called as an MCP task, and replaying task calls is not supported yet (the log holds the task's evidence: use inspect); not replayed", c.tool.Name)})
+	}
+	if use && (ts == nil || !ts.ToolCallTasks()) {
+		if support == transport.TaskSupportRequired {
+			return c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported,
+				msg: fmt.Sprintf("tool %q requires task augmentation (execution.taskSupport = required) but server %q does not advertise tasks for tools/call; not sent", c.tool.Name, c.remote)})
+		}
+		use = false // the spec: no params.task without the capability
+	}
+	c.useTask = use
+	return nil
+}
+
+// decideTask sets the call's task ttl and returns useTask's decision for
+// its tool, action and remote. A resumed call decides again, so that a
+// resend after an ambiguous failure is a task again.
+func (c *call) decideTask() (use bool, refuse string) {
+	action := c.rn.wf.Action(c.task)
+	c.ttl = time.Duration(action.TaskTTL()) * time.Second
+	return useTask(c.tool.TaskSupport(), action.Task, c.rn.wf.Spec.MCPServers[c.remote].TasksPolicy())
+}
+
+// relist refreshes tools/list after notifications/tools/list_changed and
+// fails the call (nothing sent) if its tool is gone or changed.
+func (c *call) relist(ctx context.Context) error {
+	rn, rs := c.rn, c.rs
+	base := projector.Frame{Remote: rs.name, Generation: rs.gen, TaskID: c.task.ID, Attempt: c.attempt}
+	rn.sessMu.Lock()
+	cat, err := rs.sess.ListTools(ctx, rn.sink(sessionStream(rs.name, rs.gen), base))
+	rn.sessMu.Unlock()
+	if err != nil {
+		return c.failDefinitive(ctx, fmt.Errorf("tools/list after notifications/tools/list_changed: %w", err))
+	}
+	rec := projector.SessionCatalog{Remote: rs.name, Generation: rs.gen, TaskID: c.task.ID, CatalogDigest: cat.Digest(), Warnings: cat.Warnings}
+	for _, t := range cat.Tools {
+		rec.Tools = append(rec.Tools, projector.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
+	}
+	rn.later(events.Record{Stream: sessionStream(rs.name, rs.gen), Type: projector.TypeSessionCatalog, Payload: rec})
+	tool, ok := cat.Find(c.tool.Name)
+	switch {
+	case !ok:
+		return c.failDefinitive(ctx, &callFailure{kind: fsm.ReasonToolMissing,
+			msg: fmt.Sprintf("%s: tool %q is gone from %q after notifications/tools/list_changed; not sent", fsm.ReasonToolMissing, c.tool.Name, rs.name)})
+	case tool.Digest() != c.schemaDigest:
+		return c.failDefinitive(ctx, &callFailure{kind: fsm.ReasonSchemaChanged,
+			msg: fmt.Sprintf("%s: tool %q changed schema after notifications/tools/list_changed (%s → %s); not sent", fsm.ReasonSchemaChanged, c.tool.Name, c.schemaDigest, tool.Digest())})
+	}
+	return nil
+}
+
+// urlElicitation turns a -32042 answer into the uncertain outcome's
+// trigger and reason: the sanitised hosts an operator must visit.
+func urlElicitation(err error) (string, bool) {
+	hosts, ok := transport.URLElicitationHosts(err)
+	if !ok {
+		return "", false
+	}
+	if len(hosts) == 0 {
+		return "the server needs a person to visit a URL first (no usable host in its answer)", true
+	}
+	return "the server needs a person to visit a URL first; hosts: " + strings.Join(hosts, ", "), true
+}
+
+// accepted commits the CreateTaskResult (call.task_accepted, the held
+// response frame and the accepted transition, in one transaction) and then
+// polls the task.
+func (c *call) accepted(ctx context.Context, ts TaskSession, tc *transport.TaskCall) (any, error) {
+	t := tc.Task
+	c.taskID, c.polls = t.ID, 0
+	p := projector.CallTaskAccepted{EffectID: c.effectID, TaskID: t.ID, TaskIDDigest: transport.TaskIDDigest(t.ID), SessionID: ts.SessionID(),
+		SessionIDDigest: c.rs.sess.Info().IDDigest, Remote: c.remote, Generation: c.gen, Status: string(t.Status), StatusMessage: t.StatusMessage,
+		TTLMs: t.TTL.Milliseconds(), PollIntervalMs: t.PollInterval.Milliseconds(), JSONRPCID: tc.ID}
+	c.rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallTaskAccepted, Payload: p})
+	c.lastStatus = statusKey(t)
+	if _, err := c.fire(fsm.TaskAccepted, "", false); err != nil {
+		return nil, err
+	}
+	return c.pollTask(ctx, ts, t)
+}
+
+func statusKey(t *transport.Task) string { return string(t.Status) + "\x00" + t.StatusMessage }
+
+// pollTask asks about the recorded task until it ends, then fetches its
+// result (validated exactly like a direct result) or ends the call as the
+// machine decides. Only status changes are recorded (call.task_status,
+// with the frames of the poll that saw them); identical polls are folded.
+func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) (any, error) {
+	rn := c.rn
+	var held []events.Record
+	pollSink := func(_ context.Context, f transport.Frame) error {
+		fr := c.frameBase()
+		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
+		fr.Body = frameBody(f.Body)
+		held = append(held, events.Record{Stream: c.stream(), Type: projector.FramePrefix + f.Kind, Payload: fr})
+		return nil
+	}
+	observe := func(next *transport.Task) error {
+		c.polls++
+		frames := held
+		held = nil
+		working := c.m.State == fsm.Accepted && next.Status == transport.TaskWorking
+		if statusKey(next) == c.lastStatus && !working {
+			return nil // folded: the next change's poll ordinal counts it
+		}
+		rn.pending = append(rn.pending, frames...)
+		if statusKey(next) != c.lastStatus {
+			c.lastStatus = statusKey(next)
+			rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallTaskStatus,
+				Payload: projector.CallTaskStatus{EffectID: c.effectID, Status: string(next.Status), StatusMessage: next.StatusMessage, Poll: c.polls}})
+		}
+		if working { // the first poll that finds it working: accepted → polling
+			_, err := c.fire(fsm.TaskWorking, "", false)
+			return err
+		}
+		return rn.append()
+	}
+	failures := 0
+	for {
+		last, err := ts.PollTask(ctx, t, pollSink, observe)
+		held = nil
+		if last != nil {
+			t = last
+		}
+		if err == nil {
+			switch t.Status {
+			case transport.TaskCompleted, transport.TaskFailed:
+				res, rerr := ts.TaskResult(ctx, t.ID, rn.frameSink(c.stream(), c.frameBase(), true))
+				if rerr == nil {
+					c.viaTask = true
+					return c.complete(ctx, res)
+				}
+				err = rerr
+			case transport.TaskCancelled:
+				f := &callFailure{kind: fsm.ReasonTaskCancelledByServer, msg: fmt.Sprintf("task %s was cancelled by the server: %s", c.taskRef(), t.StatusMessage)}
+				return nil, c.failWith(fsm.TaskCancelled, f, t.StatusMessage)
+			case transport.TaskInputRequired:
+				if _, ferr := c.fire(fsm.TaskInputRequired, t.StatusMessage, false); ferr != nil {
+					return nil, ferr
+				}
+				return c.cancelTask(ctx, ts, "input_required", t.StatusMessage)
+			}
+		}
+		if err == nil {
+			continue
+		}
+		c.lastErr = err
+		rn.pending = append(rn.pending, c.errorRecord(err))
+		switch {
+		case ctx.Err() != nil:
+			if errors.Is(ctx.Err(), context.Canceled) {
+				c.cancelled = true
+			}
+			if _, ferr := c.fire(fsm.Cancel, err.Error(), false); ferr != nil {
+				return nil, errors.Join(err, ferr)
+			}
+			return c.cancelTask(ctx, ts, "user", "")
+		case transport.TaskLost(err):
+			if transport.KindOf(err) == transport.KindSessionExpired {
+				rn.pending = append(rn.pending, events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: projector.TypeSessionExpired,
+					Payload: projector.SessionRef{Remote: c.rs.name, Generation: c.rs.gen, TaskID: c.task.ID}})
+				rn.retire(c.rs)
+			}
+			dec, ferr := c.fire(fsm.TaskLost, fmt.Sprintf("task %s: %v", c.taskRef(), err), false)
+			if ferr != nil {
+				return nil, errors.Join(err, ferr)
+			}
+			if dec != fsm.DecideReconnect {
+				return nil, fmt.Errorf("%s: task %s: %w", fsm.ReasonTaskLost, c.taskRef(), err)
+			}
+			if err := c.reconnect(ctx); err != nil {
+				return nil, err
+			}
+			return c.send(ctx) // a new task: the class allows it, once
+		case transport.PollAgain(err) && failures+1 < maxPollFailures:
+			failures++
+			if _, ferr := c.fire(fsm.FailAmbiguous, err.Error(), false); ferr != nil {
+				return nil, errors.Join(err, ferr)
+			}
+			continue
+		case transport.KindOf(err) == transport.KindRemoteError && c.viaTaskResult(err):
+			return nil, c.failDefinitive(ctx, err) // tasks/result's error is the call's
+		default:
+			if _, ferr := c.fire(fsm.FailPossiblyExecuted, fmt.Sprintf("task %s: %v", c.taskRef(), err), false); ferr != nil {
+				return nil, errors.Join(err, ferr)
+			}
+			return nil, err
+		}
+	}
+}
+
+// viaTaskResult reports whether err is tasks/result's answer (the call's
+// own JSON-RPC error), not a failure of tasks/get.
+func (c *call) viaTaskResult(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && te.Op == "tasks/result"
+}
+
+// failWith ends the call failed through trigger t with f as its error.
+func (c *call) failWith(t fsm.Trigger, f *callFailure, detail string) error {
+	c.lastErr = f
+	c.rn.pending = append(c.rn.pending, c.errorRecord(f))
+	if _, err := c.fire(t, detail, false); err != nil {
+		return errors.Join(f, err)
+	}
+	return f
+}
+
+// cancelTask sends tasks/cancel (best effort, bounded, recorded) and ends
+// the call: cancelled when the server confirms a task we cancelled, an
+// outcome when the task had already finished, uncertain otherwise (and
+// always after input_required: part of the work may be done).
+func (c *call) cancelTask(ctx context.Context, ts TaskSession, cause, statusMessage string) (any, error) {
+	rn := c.rn
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTaskTimeout)
+	defer cancel()
+	got, err := ts.CancelTask(cctx, c.taskID, rn.sink(c.stream(), c.frameBase()))
+	rec := projector.CallTaskCancel{EffectID: c.effectID, Cause: cause}
+	if err != nil {
+		rec.Error = err.Error()
+	} else {
+		rec.Status, rec.Confirmed = string(got.Status), got.Status == transport.TaskCancelled
+	}
+	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallTaskCancel, Payload: rec})
+	outcome := func(t fsm.Trigger, detail string, out error) (any, error) {
+		if _, ferr := c.fire(t, detail, false); ferr != nil {
+			return nil, errors.Join(out, ferr)
+		}
+		return nil, out
+	}
+	if c.m.State == fsm.InputRequired {
+		msg := fmt.Sprintf("%s: task %s asked for input agentctl does not offer: %s (tasks/cancel sent)", fsm.ReasonInputRequired, c.taskRef(), statusMessage)
+		if rec.Confirmed {
+			return outcome(fsm.TaskCancelled, statusMessage, errors.New(msg))
+		}
+		return outcome(fsm.FailPossiblyExecuted, statusMessage, errors.New(msg))
+	}
+	if rec.Confirmed {
+		return outcome(fsm.TaskCancelled, "", fmt.Errorf("task %s cancelled: %w", c.taskRef(), context.Canceled))
+	}
+	if err != nil && transport.KindOf(err) == transport.KindRemoteError {
+		// Refused, perhaps because the task had already finished: ask.
+		if t, gerr := ts.GetTask(cctx, c.taskID, rn.sink(c.stream(), c.frameBase())); gerr == nil {
+			switch t.Status {
+			case transport.TaskCompleted, transport.TaskFailed:
+				res, rerr := ts.TaskResult(cctx, c.taskID, rn.frameSink(c.stream(), c.frameBase(), true))
+				if rerr == nil {
+					c.viaTask, c.cancelled = true, false
+					return c.complete(cctx, res)
+				}
+				if c.viaTaskResult(rerr) && transport.KindOf(rerr) == transport.KindRemoteError {
+					c.cancelled = false
+					return nil, c.failDefinitive(cctx, rerr)
+				}
+			case transport.TaskCancelled:
+				return outcome(fsm.TaskCancelled, "", fmt.Errorf("task %s cancelled: %w", c.taskRef(), context.Canceled))
+			}
+		}
+	}
+	detail := "tasks/cancel unconfirmed"
+	if err != nil {
+		detail += ": " + err.Error()
+	}
+	return outcome(fsm.FailPossiblyExecuted, detail, fmt.Errorf("task %s: %s", c.taskRef(), detail))
+}
+
+// taskRef names the task for messages: its id when short and plain, else
+// its digest (remote text is not printed).
+func (c *call) taskRef() string {
+	if len(c.taskID) <= 64 && isPlainID(c.taskID) {
+		return c.taskID
+	}
+	return transport.TaskIDDigest(c.taskID)
+}
+
+func isPlainID(s string) bool {
+	for _, r := range s {
+		if !(r == '-' || r == '_' || r == '.' || r == ':' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')) {
+			return false
+		}
+	}
+	return s != ""
+}
