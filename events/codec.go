@@ -17,7 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// Payload encryption (DESIGN §4).
+// Payload encryption (docs/ARCHITECTURE.md, "The event log").
 //
 // With encryption enabled, the payload of every protocol event (types
 // "mcp.*", "call.*" and "session.*") and of every result (task.finished,

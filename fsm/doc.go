@@ -72,7 +72,7 @@
 // unknown therefore never reach reconnecting, and Reconnected is guarded too,
 // so even a forged Call cannot be resent. Reconnected counts the redispatch.
 //
-// Choices where DESIGN §5 leaves room, each covered by a test:
+// Choices where docs/ARCHITECTURE.md, "The call state machine" leaves room, each covered by a test:
 //
 //   - A second failure is final. An ambiguous failure of the redispatched
 //     request goes to uncertain ("second_failure"), not failed: that request
@@ -82,7 +82,7 @@
 //     From dispatched, redispatched and also reconnecting it goes to uncertain
 //     ("cancelled_after_send"): in reconnecting the first request was sent
 //     and failed ambiguously, so it may have run.
-//   - SchemaChanged and ToolMissing go to failed, as DESIGN §5 says, and
+//   - SchemaChanged and ToolMissing go to failed, as docs/ARCHITECTURE.md, "The call state machine" says, and
 //     nothing is resent. ReconnectFailed goes to uncertain
 //     ("reconnect_failed"): no resend happened, but the first request failed
 //     ambiguously and may have run, so only an operator can say.

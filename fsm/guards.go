@@ -6,7 +6,7 @@ import (
 )
 
 // RedispatchBudget is how many times one call may be sent again after an
-// ambiguous failure (DESIGN §5: at most once). It is counted in
+// ambiguous failure (docs/ARCHITECTURE.md, "The call state machine": at most once). It is counted in
 // Call.Redispatches, which Rebuild reads back from the log, so the budget
 // survives a process restart.
 const RedispatchBudget = 1

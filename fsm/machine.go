@@ -168,7 +168,7 @@ func newMachine(s *State) *stateless.StateMachine {
 		Permit(URLElicitationRequired, Uncertain)
 
 	// The first request was sent and failed ambiguously: it may have run.
-	// A changed or missing tool is failed (DESIGN §5): the call cannot be
+	// A changed or missing tool is failed (docs/ARCHITECTURE.md, "The call state machine"): the call cannot be
 	// completed as declared. No new session, or a cancel, leaves the first
 	// request's fate open, so uncertain.
 	sm.Configure(Reconnecting).

@@ -69,7 +69,7 @@ func (s State) Terminal() bool {
 // it alone decides whether an ambiguous failure may be redispatched.
 type Idempotency string
 
-// The idempotency classes an action may declare (DESIGN §2).
+// The idempotency classes an action may declare (docs/ARCHITECTURE.md).
 const (
 	// Pure: no side effects at all; resending is always harmless.
 	Pure Idempotency = "pure"

@@ -14,7 +14,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 )
 
-// Inspect bounds (DESIGN §4): what inspect exposes is bounded, the log is not.
+// Inspect bounds (docs/ARCHITECTURE.md, "The event log"): what inspect exposes is bounded, the log is not.
 const (
 	MaxStreamEventsPerAttempt = 256
 	MaxPayloadBytes           = 4096

@@ -25,7 +25,7 @@ const (
 )
 
 // UncertainError ends a run whose call may have executed and may not be
-// sent again (DESIGN §2, "uncertain"). Its message tells the operator how
+// sent again (docs/ARCHITECTURE.md, "uncertain"). Its message tells the operator how
 // to settle it, in commands that work as printed; the run's exit code is
 // ExitUncertain (ExitCancelled when the user stopped the run).
 type UncertainError struct {

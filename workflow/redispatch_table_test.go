@@ -69,7 +69,7 @@ func (s *scriptSession) CallTool(context.Context, transport.CallRequest, transpo
 func (s *scriptSession) Close(context.Context) error { return nil }
 
 // taxonomy is every failure the transport reports for a tools/call that was
-// sent, with the class of failure DESIGN §2 gives it.
+// sent, with the class of failure docs/ARCHITECTURE.md gives it.
 func taxonomy() []struct {
 	err   *transport.Error
 	class string // "ambiguous", "possibly", "definitive"

@@ -11,7 +11,7 @@ import (
 	"github.com/agentctl/agentctl/workflow/spec"
 )
 
-// Replay (DESIGN §9) re-runs a recorded workflow against its own evidence.
+// Replay (docs/ARCHITECTURE.md, "Replay") re-runs a recorded workflow against its own evidence.
 //
 // The source run is indexed once: sessions by (remote, generation), calls by
 // (task, attempt, ordinal), and each call's sends ("dispatches") in order,

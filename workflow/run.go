@@ -18,7 +18,7 @@ import (
 	"github.com/agentctl/agentctl/workflow/spec"
 )
 
-// Exit codes of DESIGN §8; a run records the one it ended with.
+// Exit codes of README.md, "Commands"; a run records the one it ended with.
 const (
 	ExitOK        = 0
 	ExitInvalid   = 2
@@ -102,7 +102,7 @@ func NewRunID(prefix string) string {
 	return prefix + "-" + id.String()
 }
 
-// EffectID is the call identity and idempotency key (DESIGN §2):
+// EffectID is the call identity and idempotency key (docs/ARCHITECTURE.md):
 // hex(sha256(runId NUL taskId NUL attempt NUL ordinal NUL "mcp.call" NUL inputDigest)).
 func EffectID(runID, taskID string, attempt, ordinal int, inputDigest string) string {
 	h := sha256.New()

@@ -11,7 +11,7 @@ import (
 	"github.com/agentctl/agentctl/workflow/spec"
 )
 
-// The task graph (DESIGN §7): a task starts once every task it needs has
+// The task graph (docs/WORKFLOWS.md): a task starts once every task it needs has
 // ended (succeeded, or failed with continueOnError), up to rn.concurrency
 // tasks in flight, the ready ones in file order. With concurrency 1 that
 // is TasksInOrder exactly. A task that fails (or ends uncertain) without

@@ -41,7 +41,7 @@ type app struct {
 	stop context.CancelCauseFunc
 }
 
-// exitError carries an exit code (DESIGN §8) and the run it concerns.
+// exitError carries an exit code (README.md, "Commands") and the run it concerns.
 type exitError struct {
 	code  int
 	runID string
@@ -283,7 +283,7 @@ func (a *app) printError(err error, code int, runID string) {
 	}
 }
 
-// classify maps an error to its exit code and run id (DESIGN §8).
+// classify maps an error to its exit code and run id (README.md, "Commands").
 func classify(ctx context.Context, err error) (int, string) {
 	var ee *exitError
 	if errors.As(err, &ee) {

@@ -10,7 +10,7 @@ import (
 
 // The JSON views below give the library types that carry no json tags
 // (they are not the CLI's contract) the one naming rule of every JSON
-// output: camelCase keys (DESIGN §8).
+// output: camelCase keys (README.md, "Commands").
 
 // toolView is a tool as `mcp tools --output json` prints it.
 type toolView struct {

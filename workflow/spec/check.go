@@ -247,7 +247,7 @@ func (c *checker) checkRef(path string, r *tref, task int) {
 	w := c.w
 	if r.root == "inputs" {
 		if w.Spec.Inputs == nil {
-			return // no spec.inputs: any input may be named (DESIGN §7)
+			return // no spec.inputs: any input may be named (docs/WORKFLOWS.md)
 		}
 		in, ok := w.Spec.Inputs[r.name]
 		if !ok {

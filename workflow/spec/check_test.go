@@ -185,7 +185,7 @@ func TestLoad_TooLarge(t *testing.T) {
 }
 
 func TestParse_NoInputsDeclared(t *testing.T) {
-	// Without spec.inputs any input name may be used (DESIGN §7 declares none).
+	// Without spec.inputs any input name may be used (docs/WORKFLOWS.md declares none).
 	w := mustParse(t, wf(task("a", nil, `q: "${{ inputs.anything }}"`)))
 	in, err := ResolveInputs(w, map[string]any{"anything": "x"})
 	if err != nil || in["anything"] != "x" {

@@ -23,7 +23,7 @@ import (
 // command line is taken as its text, so --input id=42 works for a string id.
 //
 // When the workflow has no spec.inputs at all, every given input is accepted
-// as is: templates may then name any input (DESIGN §7 declares none).
+// as is: templates may then name any input (docs/WORKFLOWS.md declares none).
 func ResolveInputs(w *Workflow, given map[string]any) (map[string]any, error) {
 	out := make(map[string]any, len(given))
 	if w.Spec.Inputs == nil {

@@ -1,6 +1,6 @@
 package spec
 
-// The types in this file are the workflow file format (DESIGN §7). The yaml
+// The types in this file are the workflow file format (docs/WORKFLOWS.md). The yaml
 // tags name the keys accepted by the decoder; the json and jsonschema tags
 // drive JSONSchema. Keep the three in step: a key added here is accepted by
 // Parse and described by JSONSchema at once.
@@ -17,7 +17,7 @@ const ProtocolVersion = "2025-11-25"
 // ActionKindMCPCall is the only action kind: one tools/call on a remote.
 const ActionKindMCPCall = "mcp.call"
 
-// Idempotency classes an action may declare (DESIGN §2).
+// Idempotency classes an action may declare (docs/ARCHITECTURE.md).
 const (
 	IdempotencyPure       = "pure"
 	IdempotencyIdempotent = "idempotent"
