@@ -19,7 +19,7 @@ import (
 	"github.com/agentctl/agentctl/migrations"
 )
 
-// PostgreSQL backend (docs/ARCHITECTURE.md, "The event log", §10): the same tables, the same SQL text
+// PostgreSQL backend (docs/POSTGRES.md): the same tables, the same SQL text
 // (Handle rebinds ? to $N), the same hash chain. What differs lives here:
 // opening through pgx's stdlib driver under sqlx's "pgx" name, the schema
 // check (PostgreSQL is migrated by `agentctl db migrate`, never implicitly),
