@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -40,8 +41,13 @@ type schemaTooComplex struct{ bound string }
 func (e *schemaTooComplex) Error() string { return e.bound }
 
 // countObjects counts the JSON objects in b, outside strings.
-func countObjects(b []byte) int {
-	n, inStr, esc := 0, false, false
+func countObjects(b []byte) int { return int(countOutsideStrings(b, "{")) }
+
+// countOutsideStrings counts the bytes of b that are one of chars and lie
+// outside JSON strings: one scan serves the object and the value counts.
+func countOutsideStrings(b []byte, chars string) int64 {
+	var n int64
+	inStr, esc := false, false
 	for _, c := range b {
 		switch {
 		case inStr && esc:
@@ -53,7 +59,7 @@ func countObjects(b []byte) int {
 		case inStr:
 		case c == '"':
 			inStr = true
-		case c == '{':
+		case strings.IndexByte(chars, c) >= 0:
 			n++
 		}
 	}
@@ -172,25 +178,7 @@ func (g *schemaGraph) countPaths(s *jsonschema.Schema, memo map[*jsonschema.Sche
 
 // countValues bounds the number of values (instance locations) in a JSON
 // document: each value is the first of its container or follows a comma.
-func countValues(b []byte) int64 {
-	n, inStr, esc := int64(1), false, false
-	for _, c := range b {
-		switch {
-		case inStr && esc:
-			esc = false
-		case inStr && c == '\\':
-			esc = true
-		case inStr && c == '"':
-			inStr = false
-		case inStr:
-		case c == '"':
-			inStr = true
-		case c == ',' || c == '{' || c == '[':
-			n++
-		}
-	}
-	return n
-}
+func countValues(b []byte) int64 { return 1 + countOutsideStrings(b, ",{[") }
 
 // inPlace returns the subschemas applied to the same instance location as
 // s (static targets only; see schemaGraph for dynamic ones).
