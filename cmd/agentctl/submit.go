@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -36,21 +37,17 @@ queued (run.created with "queued": true) and prints its id. Nothing is sent to a
 			if err != nil {
 				return err
 			}
-			db, err := a.openDB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			r := &workflow.Runner{DB: db}
-			id, err := r.Submit(cmd.Context(), wf, inputs, workflow.RunOptions{Command: "submit"})
-			if err != nil {
-				return err
-			}
-			if a.output != "human" {
-				return a.printJSON(a.stdout, "SubmitResult", true, submitResult{RunID: id, State: "queued"})
-			}
-			fmt.Fprintln(a.stdout, id)
-			return nil
+			return a.withDB(cmd.Context(), func(db *events.DB) error {
+				id, err := (&workflow.Runner{DB: db}).Submit(cmd.Context(), wf, inputs, workflow.RunOptions{Command: "submit"})
+				if err != nil {
+					return err
+				}
+				if a.output != "human" {
+					return a.printJSON(a.stdout, "SubmitResult", true, submitResult{RunID: id, State: "queued"})
+				}
+				fmt.Fprintln(a.stdout, id)
+				return nil
+			})
 		},
 	}
 	f.register(cmd)
