@@ -21,6 +21,9 @@ import (
 // resume refuses it.
 const ModeCheck = "check"
 
+// CheckCommand is the command recorded in a check run's run.created.
+const CheckCommand = "check --remote"
+
 // Kinds of Finding: stable names for scripts.
 const (
 	FindingUnknownTool      = "unknown_tool"      // with.tool is not on the server
@@ -70,10 +73,7 @@ type CheckResult struct {
 // conflicts and unset secrets. Like Run, a non-nil error means nothing was
 // recorded.
 func (r *Runner) CheckRemote(ctx context.Context, wf *spec.Workflow, opts RunOptions) (*CheckResult, error) {
-	opts.Mode = ModeCheck
-	if opts.Command == "" {
-		opts.Command = "check --remote"
-	}
+	opts.Mode, opts.Command = ModeCheck, CheckCommand
 	newID := r.NewRunID
 	if newID == nil {
 		newID = func() string { return NewRunID("run") }

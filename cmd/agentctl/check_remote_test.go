@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -116,5 +118,157 @@ func TestCLI_CheckRemote_Findings(t *testing.T) {
 				t.Errorf("stdout:\n%s\nwant:\n%s", got, want)
 			}
 		})
+	}
+}
+
+// TestCLI_CheckRemote_CleanIsRecorded: a clean file exits 0, calls no
+// tool, and is recorded as a run of mode check (the session and its
+// tools/list frames, as a run records them); inspect and runs list show
+// the mode, resume and replay refuse it with a message saying why.
+func TestCLI_CheckRemote_CleanIsRecorded(t *testing.T) {
+	srv, demo := demotest.StartTest(t, demoserver.Options{})
+	wf := writeCheckWorkflow(t, demo, "", lookupBody)
+	db := filepath.Join(t.TempDir(), "a.db")
+	out, stderr, code := cli(t, "check", "--remote", wf, "--db", db)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, stderr)
+	}
+	if want := wf + ": ok against 1 server(s) (check-demo, 2 tasks)\n"; out != want {
+		t.Fatalf("stdout %q, want %q", out, want)
+	}
+	for _, tool := range demoserver.ToolNames {
+		if n := srv.Calls(tool); n != 0 {
+			t.Errorf("check called %s %d times", tool, n)
+		}
+	}
+	ids := runIDs(t, db)
+	if len(ids) != 1 {
+		t.Fatalf("runs: %v", ids)
+	}
+	id := ids[0]
+	evs, err := openLog(t, db).Events(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		s := e.Stream + " " + e.Type
+		if e.Type == projector.FramePrefix+"request" {
+			var f projector.Frame
+			if err := e.Decode(&f); err != nil {
+				t.Fatal(err)
+			}
+			s += " " + f.Method
+		}
+		got = append(got, s)
+	}
+	want := []string{
+		"run run.created",
+		"task/check-local/1 task.started",
+		"session/local/1 mcp.request initialize",
+		"session/local/1 mcp.response",
+		"session/local/1 mcp.notification",
+		"session/local/1 session.opened",
+		"session/local/1 mcp.request tools/list",
+		"session/local/1 mcp.response",
+		"session/local/1 session.catalog",
+		"task/check-local/1 task.finished",
+		"run run.finished",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	out, stderr, code = cli(t, "inspect", id, "--db", db, "--output", "json")
+	if code != 0 {
+		t.Fatalf("inspect: exit %d: %s", code, stderr)
+	}
+	var ins struct {
+		Data struct {
+			Run struct {
+				Mode  string `json:"mode"`
+				State string `json:"state"`
+			} `json:"run"`
+			ProtocolSessions []json.RawMessage `json:"protocolSessions"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(out), &ins); err != nil {
+		t.Fatal(err)
+	}
+	if ins.Data.Run.Mode != "check" || ins.Data.Run.State != "succeeded" || len(ins.Data.ProtocolSessions) != 1 {
+		t.Fatalf("inspect: mode %q state %q sessions %d", ins.Data.Run.Mode, ins.Data.Run.State, len(ins.Data.ProtocolSessions))
+	}
+	out, _, code = cli(t, "runs", "list", "--db", db)
+	if code != 0 || !strings.Contains(out, id+"    check-demo           check   succeeded") {
+		t.Fatalf("runs list (exit %d):\n%s", code, out)
+	}
+	_, stderr, code = cli(t, "resume", id, "--db", db)
+	if code != 2 || !strings.Contains(stderr, "a check (check --remote) cannot be resumed; run agentctl check --remote "+wf+" again") {
+		t.Fatalf("resume: exit %d: %s", code, stderr)
+	}
+	_, stderr, code = cli(t, "replay", id, "--db", db)
+	if code != 2 || !strings.Contains(stderr, "the run is a check (check --remote), which lists tools and calls none: there is nothing to replay") {
+		t.Fatalf("replay: exit %d: %s", code, stderr)
+	}
+	if ids := runIDs(t, db); len(ids) != 1 {
+		t.Fatalf("resume or replay recorded a run: %v", ids)
+	}
+}
+
+// TestCLI_CheckRemote_Unreachable: a server that cannot be reached ends
+// the check as it would end a run (transport loss: exit 6), recorded.
+func TestCLI_CheckRemote_Unreachable(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{})
+	url := srv.URL
+	srv.Close() // a port nothing listens on any more
+	wf := writeCheckWorkflow(t, url, "", lookupBody)
+	db := filepath.Join(t.TempDir(), "a.db")
+	out, stderr, code := cli(t, "check", "--remote", wf, "--db", db, "--output", "json")
+	if code != 6 {
+		t.Fatalf("exit %d, want 6: %s%s", code, out, stderr)
+	}
+	var env struct {
+		OK   bool `json:"ok"`
+		Data struct {
+			RunID      string `json:"runId"`
+			State      string `json:"state"`
+			ExitCode   int    `json:"exitCode"`
+			ErrorClass string `json:"errorClass"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(out), &env); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if env.OK || env.Data.State != "failed" || env.Data.ExitCode != 6 || env.Data.ErrorClass != "transport_loss" {
+		t.Fatalf("result: %+v", env)
+	}
+	if ids := runIDs(t, db); len(ids) != 1 || ids[0] != env.Data.RunID {
+		t.Fatalf("runs %v, want the check's %s", ids, env.Data.RunID)
+	}
+}
+
+// TestCLI_RunTemplateErrorNamesPosition: a template path the output does
+// not have fails the task at run time with the file:line:col of the
+// template, before anything is sent for that task; check --remote finds
+// it beforehand.
+func TestCLI_RunTemplateErrorNamesPosition(t *testing.T) {
+	srv, demo := demotest.StartTest(t, demoserver.Options{})
+	wf := writeCheckWorkflow(t, demo, "", strings.Replace(lookupBody, "tasks.find.output.id", "tasks.find.output.ident", 1))
+	db := filepath.Join(t.TempDir(), "a.db")
+	_, stderr, code := cli(t, "run", wf, "--input", "q=mcp", "--db", db)
+	if code != 4 {
+		t.Fatalf("exit %d, want 4: %s", code, stderr)
+	}
+	want := "agentctl: task fetch: " + wf + `:19:57: spec.tasks[1].with.arguments.id: template "${{ tasks.find.output.ident }}": key "ident" not found in tasks.find.output (keys: id, score, title)` + "\n"
+	if !strings.Contains(stderr, want) {
+		t.Fatalf("stderr:\n%s\nwant a line:\n%s", stderr, want)
+	}
+	if srv.Calls("search") != 1 || srv.Calls("get") != 0 {
+		t.Fatalf("calls: search %d get %d, want 1 and 0", srv.Calls("search"), srv.Calls("get"))
+	}
+	out, _, code := cli(t, "check", "--remote", wf, "--db", db)
+	wantFinding := wf + `:19:57: output_path: template ${{ tasks.find.output.ident }}: tool "search" of task find: output has no property "ident" in the tool's outputSchema (declared: id, score, title)` + "\n"
+	if code != 2 || out != wantFinding {
+		t.Fatalf("check --remote: exit %d:\n%s\nwant:\n%s", code, out, wantFinding)
 	}
 }

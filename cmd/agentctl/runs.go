@@ -83,7 +83,7 @@ func (a *app) runsCmd() *cobra.Command {
 
 // printRuns writes the runs table for a human.
 func printRuns(a *app, runs []projector.RunSummary) {
-	fmt.Fprintf(a.stdout, "%-43s %-20s %-10s %-20s %10s %5s\n", "ID", "WORKFLOW", "STATE", "STARTED", "DURATION", "CALLS")
+	fmt.Fprintf(a.stdout, "%-43s %-20s %-7s %-10s %-20s %10s %5s\n", "ID", "WORKFLOW", "MODE", "STATE", "STARTED", "DURATION", "CALLS")
 	for _, r := range runs {
 		dur := "-"
 		if r.DurationMS != nil {
@@ -93,7 +93,7 @@ func printRuns(a *app, runs []projector.RunSummary) {
 		if t, err := time.Parse(time.RFC3339Nano, r.StartedAt); err == nil {
 			started = t.Format("2006-01-02 15:04:05")
 		}
-		fmt.Fprintf(a.stdout, "%-43s %-20s %-10s %-20s %10s %5d\n", r.RunID, clean(r.Workflow), r.State, started, dur, r.Calls)
+		fmt.Fprintf(a.stdout, "%-43s %-20s %-7s %-10s %-20s %10s %5d\n", r.RunID, clean(r.Workflow), r.Mode, r.State, started, dur, r.Calls)
 	}
 }
 
