@@ -175,11 +175,15 @@ func pointerEscape(k string) string {
 }
 
 // Closest returns the candidate nearest to name by edit distance, or ""
-// when none is near enough to be a likely misspelling (at most a third of
-// the name's length away, and at least 1).
+// when none is near enough to be a likely misspelling: at most a third of
+// the name's length away (one step for names of 3 to 5 bytes; names
+// shorter than 3 only match ignoring case).
 func Closest(name string, candidates []string) string {
 	best, bestD := "", -1
-	limit := max(len(name)/3, 1)
+	limit := len(name) / 3
+	if limit < 1 && len(name) >= 3 {
+		limit = 1
+	}
 	for _, c := range candidates {
 		if c == name {
 			continue
