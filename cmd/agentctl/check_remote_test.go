@@ -272,3 +272,34 @@ func TestCLI_RunTemplateErrorNamesPosition(t *testing.T) {
 		t.Fatalf("check --remote: exit %d:\n%s\nwant:\n%s", code, out, wantFinding)
 	}
 }
+
+// TestCLI_CheckRemote_CrashedCheckIsNotResumed: a check killed after its
+// tools/list is left as recorded: a worker does not take it up (its
+// queues select mode run), resume refuses it.
+func TestCLI_CheckRemote_CrashedCheckIsNotResumed(t *testing.T) {
+	_, demo := demotest.StartTest(t, demoserver.Options{})
+	wf := writeCheckWorkflow(t, demo, "", lookupBody)
+	db := filepath.Join(t.TempDir(), "a.db")
+	cmd := subprocess(t, "check", "--remote", wf, "--db", db)
+	cmd.Env = append(cmd.Env, "AGENTCTL_TEST_CRASH_AFTER=session.catalog")
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("check with a crash point did not die:\n%s", out)
+	}
+	ids := runIDs(t, db)
+	if len(ids) != 1 {
+		t.Fatalf("runs: %v", ids)
+	}
+	before := describe(t, db, ids[0])
+	if before[len(before)-1] != "session.catalog" {
+		t.Fatalf("crashed check's log ends %v", before)
+	}
+	if _, stderr, code := cli(t, "worker", "--drain", "--db", db); code != 0 {
+		t.Fatalf("worker: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := cli(t, "resume", ids[0], "--db", db); code != 2 || !strings.Contains(stderr, "a check (check --remote) cannot be resumed") {
+		t.Fatalf("resume: exit %d: %s", code, stderr)
+	}
+	if after := describe(t, db, ids[0]); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Fatalf("the crashed check changed:\n%s\nwas:\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
+	}
+}
