@@ -20,6 +20,7 @@ func (e *TemplateError) Error() string {
 	return fmt.Sprintf("%s:%d:%d: %s: %v", e.File, e.Line, e.Col, e.Field, e.Err)
 }
 
+// Unwrap returns the rendering error, so callers can still match it.
 func (e *TemplateError) Unwrap() error { return e.Err }
 
 // RenderArguments renders the with.arguments of the task with id taskID
