@@ -57,7 +57,8 @@ const lookupBody = `  actions:
 // server has no such tool): the exact line, exit 2.
 func TestCLI_CheckRemote_Findings(t *testing.T) {
 	_, demo := demotest.StartTest(t, demoserver.Options{})
-	texty := mcptest.Start(t, mcptest.Options{},
+	// One tool per page: "quick" is on the third, so the check lists every page.
+	texty := mcptest.Start(t, mcptest.Options{PageSize: 1},
 		mcptest.ToolDef{Name: "say"},
 		mcptest.ToolDef{Name: "long", Execution: json.RawMessage(`{"taskSupport":"required"}`)},
 		mcptest.ToolDef{Name: "quick", Execution: json.RawMessage(`{"taskSupport":"forbidden"}`)})
