@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,18 +40,7 @@ func TestCLI_WorkerMetrics(t *testing.T) {
 		if events.IsPostgres(db) {
 			relay, workerDB = relayPostgres(t, db)
 		}
-		// --poll 1h: the worker looks at the queue when it starts and when
-		// a run ends, never on a timer during the test.
-		w := subprocess(t, "worker", "--metrics-addr", "127.0.0.1:0", "--concurrency", "4", "--poll", "1h", "--db", workerDB)
-		stderr, err := w.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = w.Process.Kill() }()
-		base, logged := metricsURL(t, stderr)
+		w, base := startMetricsWorker(t, "--concurrency", "4", "--db", workerDB)
 
 		m := pollMetrics(t, base, func(m map[string]float64) bool {
 			return m[`agentctl_worker_runs_finished_total{state="succeeded"}`] == runs
@@ -99,14 +89,108 @@ func TestCLI_WorkerMetrics(t *testing.T) {
 			}
 		}
 
-		if err := w.Process.Signal(syscall.SIGTERM); err != nil {
+		stopMetricsWorker(t, w)
+	})
+}
+
+// TestCLI_WorkerMetricsFaults: a worker is killed while two at_most_once
+// calls execute; an idempotent run whose first response is malformed is
+// queued. A second worker's metrics then count exactly what happened: 2
+// orphans resumed and ended uncertain (their calls never sent again), 1
+// queued run started whose call was redispatched once and succeeded.
+func TestCLI_WorkerMetricsFaults(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		t.Parallel()
+		tool := newCountingTool()
+		tool.blockAfter(2, 2)
+		srv := mcptest.Start(t, mcptest.Options{}, tool.def())
+		db := b.DSN(t)
+		submitN(t, db, queueWorkflow(t, srv.URL, 1), 4)
+		first := subprocess(t, "worker", "--drain", "--concurrency", "2", "--db", db)
+		if err := first.Start(); err != nil {
 			t.Fatal(err)
 		}
-		rest, _ := io.ReadAll(stderr)
-		if err := w.Wait(); err != nil {
-			t.Fatalf("worker after SIGTERM: %v\n%s%s", err, logged, rest)
+		for range 2 {
+			select {
+			case <-tool.entered:
+			case <-time.After(60 * time.Second):
+				_ = first.Process.Kill()
+				t.Fatal("the blocked calls never arrived (a failsafe, not a synchronisation)")
+			}
+		}
+		if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = first.Wait()
+		tool.unblock()
+		srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Nth: 1, Body: []byte(`{"jsonrpc":"2.0",`)})
+		idem := testkit.Workflow{URL: srv.URL, Tasks: []testkit.Task{{ID: "only", Idempotency: "idempotent", Tool: "act", Arguments: "{n: 99}"}}}.WriteFile(t)
+		if _, stderr, code := cli(t, "submit", idem, "--db", db); code != 0 {
+			t.Fatalf("submit: exit %d\n%s", code, stderr)
+		}
+
+		w, base := startMetricsWorker(t, "--concurrency", "4", "--db", db)
+		m := pollMetrics(t, base, func(m map[string]float64) bool {
+			return m[`agentctl_worker_runs_finished_total{state="uncertain"}`]+m[`agentctl_worker_runs_finished_total{state="succeeded"}`] == 3
+		})
+		want := map[string]float64{
+			`agentctl_worker_runs_claimed_total{resumed="false"}`:    1,
+			`agentctl_worker_runs_claimed_total{resumed="true"}`:     2,
+			`agentctl_worker_runs_finished_total{state="succeeded"}`: 1,
+			`agentctl_worker_runs_finished_total{state="uncertain"}`: 2,
+			`agentctl_worker_calls_total{outcome="succeeded"}`:       1,
+			`agentctl_worker_calls_total{outcome="uncertain"}`:       2,
+			`agentctl_worker_calls_total{outcome="failed"}`:          0,
+			`agentctl_worker_redispatches_total`:                     1,
+			`agentctl_worker_uncertain_calls_total`:                  2,
+			`agentctl_worker_queue_depth`:                            0,
+		}
+		for k, v := range want {
+			if got, ok := m[k]; !ok || got != v {
+				t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+			}
+		}
+		// Each at_most_once call executed once; the idempotent one twice
+		// (the malformed answer, then the redispatch).
+		if c := tool.counts(); len(c) != 5 || c["0"] != 1 || c["1"] != 1 || c["2"] != 1 || c["3"] != 1 || c["99"] != 2 {
+			t.Errorf("executions per argument = %v, want 0-3 once each and 99 twice", c)
+		}
+		stopMetricsWorker(t, w)
+	})
+}
+
+// startMetricsWorker starts a polling `worker --metrics-addr 127.0.0.1:0`
+// with args and returns it and the base URL it printed. With --poll 1h the
+// worker looks at the queue when it starts and when a run ends, never on
+// a timer during a test.
+func startMetricsWorker(t *testing.T, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	w := subprocess(t, append([]string{"worker", "--metrics-addr", "127.0.0.1:0", "--poll", "1h"}, args...)...)
+	stderr, err := w.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if w.ProcessState == nil {
+			_ = w.Process.Kill()
+			_ = w.Wait()
 		}
 	})
+	return w, metricsURL(t, stderr)
+}
+
+// stopMetricsWorker sends SIGTERM and expects exit 0.
+func stopMetricsWorker(t *testing.T, w *exec.Cmd) {
+	t.Helper()
+	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Wait(); err != nil {
+		t.Fatalf("worker after SIGTERM: %v", err)
+	}
 }
 
 // TestCLI_WorkerMetricsBindFailure: an address already in use is a usage
@@ -131,9 +215,8 @@ func TestCLI_WorkerMetricsBindFailure(t *testing.T) {
 }
 
 // metricsURL reads the worker's stderr up to its "metrics on" line and
-// returns the URL it names, and the lines read; the rest of stderr is
-// left for the caller.
-func metricsURL(t *testing.T, stderr io.Reader) (string, string) {
+// returns the URL it names; the rest of stderr is discarded.
+func metricsURL(t *testing.T, stderr io.Reader) string {
 	t.Helper()
 	var seen strings.Builder
 	r := bufio.NewReader(stderr)
@@ -142,7 +225,7 @@ func metricsURL(t *testing.T, stderr io.Reader) (string, string) {
 		seen.WriteString(line)
 		if u, ok := strings.CutPrefix(strings.TrimSpace(line), "worker: metrics on "); ok {
 			go func() { _, _ = io.Copy(io.Discard, r) }() // keep the pipe flowing
-			return u, seen.String()
+			return u
 		}
 		if err != nil {
 			t.Fatalf("worker ended without naming its metrics address: %v\n%s", err, seen.String())
