@@ -32,10 +32,11 @@ import (
 //
 // It reports calls/s per fleet size, the ratio of 4 workers to one
 // (target ≥ 2.5), the INSERT commit rates, and what was busy while the 4
-// workers ran: the workers' CPU (getrusage of the children) and the
-// PostgreSQL server processes' CPU (/proc), each in cores (CPU seconds
-// per wall second; this machine has 2), and the machine's busy fraction
-// (/proc/stat, every process, other users of the machine included).
+// workers ran: the workers' CPU (getrusage of the children), the
+// PostgreSQL server's CPU (/proc) and this process's (the MCP server),
+// each in cores (CPU seconds per wall second; this machine has 2), and
+// the machine's busy fraction (/proc/stat, every process, other users of
+// the machine included).
 func BenchmarkWorkerFleet(b *testing.B) {
 	const fleetRuns, conc = 200, 8
 	testkit.PostgresURL(b) // skips (fails under CI) without a server
@@ -48,13 +49,13 @@ func BenchmarkWorkerFleet(b *testing.B) {
 	sizes := []int{1, 2, 4}
 	wall := make([]time.Duration, len(sizes))
 	var floor1, floor8 float64
-	var workerCPU, pgCPU, busy, busyWall time.Duration
+	var workerCPU, pgCPU, selfCPU, busy, busyWall time.Duration
 	var machine float64
 	for i := 0; i < b.N; i++ {
 		for s, k := range sizes {
 			dsn := testkit.PostgresDB(b)
 			submitFleet(b, dsn, wf, fleetRuns)
-			pg0, m0, ss0 := postgresCPU(b), machineCPU(b), pgSessions(b, dsn)
+			pg0, m0, ss0, self0 := postgresCPU(b), machineCPU(b), pgSessions(b, dsn), cpuTime(b)
 			d, cpu := drainWith(b, bin, dsn, k, conc)
 			wall[s] += d
 			b.Logf("%d worker(s): %d runs in %v, %v CPU, %d PostgreSQL sessions opened in the database meanwhile", k, fleetRuns, d.Round(time.Millisecond), cpu.Round(time.Millisecond), pgSessions(b, dsn)-ss0)
@@ -62,6 +63,7 @@ func BenchmarkWorkerFleet(b *testing.B) {
 				pg1, m1 := postgresCPU(b), machineCPU(b)
 				workerCPU += cpu
 				pgCPU += pg1 - pg0
+				selfCPU += cpuTime(b) - self0
 				busy += m1.busy - m0.busy
 				machine += float64(m1.busy-m0.busy) / float64(m1.total-m0.total)
 				busyWall += d
@@ -83,6 +85,7 @@ func BenchmarkWorkerFleet(b *testing.B) {
 	b.ReportMetric(floor8/float64(b.N), "insert-commits/s-8conn")
 	b.ReportMetric(workerCPU.Seconds()/busyWall.Seconds(), "4w-workers-cores")
 	b.ReportMetric(pgCPU.Seconds()/busyWall.Seconds(), "4w-postgres-cores")
+	b.ReportMetric(selfCPU.Seconds()/busyWall.Seconds(), "4w-mcpserver-cores")
 	b.ReportMetric(machine/float64(b.N), "4w-machine-busy")
 }
 
@@ -225,8 +228,10 @@ func pgSessions(b *testing.B, dsn string) int64 {
 // Linux for x86 and arm).
 const clockTick = 10 * time.Millisecond
 
-// postgresCPU is the CPU time (user + system) of every process named
-// postgres on this machine: the server and all its sessions alive now.
+// postgresCPU is the CPU time (user + system) the PostgreSQL server has
+// used so far: every process named postgres alive now, plus the time of
+// the sessions that ended, which the postmaster reaped (its cutime and
+// cstime), so that a session born and gone between two samples counts.
 func postgresCPU(b *testing.B) time.Duration {
 	b.Helper()
 	procs, err := filepath.Glob("/proc/[0-9]*/stat")
@@ -244,13 +249,16 @@ func postgresCPU(b *testing.B) time.Duration {
 		if lp < 0 || rp < lp || s[lp+1:rp] != "postgres" {
 			continue
 		}
-		f := strings.Fields(s[rp+1:]) // f[0] is field 3 (state); utime, stime are fields 14, 15
-		if len(f) < 13 {
+		// f[0] is field 3 (state); utime, stime, cutime, cstime are
+		// fields 14 to 17.
+		f := strings.Fields(s[rp+1:])
+		if len(f) < 15 {
 			continue
 		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + st
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
 	}
 	return time.Duration(ticks) * clockTick
 }
