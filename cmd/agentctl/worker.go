@@ -23,6 +23,7 @@ func (a *app) workerCmd() *cobra.Command {
 		drain       bool
 		grace       time.Duration
 		poll        time.Duration
+		metricsAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -80,6 +81,12 @@ flight after the grace period are left as they are for a later worker or resume 
 					}
 				},
 			}
+			stopMetrics, err := a.serveWorkerMetrics(metricsAddr, w)
+			if err != nil {
+				_ = db.Close()
+				return err
+			}
+			defer stopMetrics()
 			runs, err := w.Run(cmd.Context())
 			if errors.Is(err, workflow.ErrGraceExpired) {
 				// Runs are still appending: leave the database open, the
@@ -111,5 +118,6 @@ flight after the grace period are left as they are for a later worker or resume 
 	cmd.Flags().BoolVar(&drain, "drain", false, "exit 0 once no queued or orphaned run is left")
 	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "after SIGTERM/SIGINT, how long runs in flight may take to reach their next task")
 	cmd.Flags().DurationVar(&poll, "poll", 200*time.Millisecond, "how often to look for new runs")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address (e.g. 127.0.0.1:9464); empty: none")
 	return cmd
 }
