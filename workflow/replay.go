@@ -49,7 +49,7 @@ type DivergenceError struct {
 	SourceRunID string
 	TaskID      string
 	Attempt     int
-	Field       string // "call", "server", "tool", "argumentsDigest", "dispatch", "session"
+	Field       string // "call", "server", "tool", "argumentsDigest", "dispatch", "session", "task"
 	Recorded    string
 	Replayed    string
 }
@@ -120,6 +120,11 @@ func (d *ReplayDialer) Unused() []string {
 	for k, c := range d.src.calls {
 		if c.next < len(c.sends) {
 			out = append(out, fmt.Sprintf("%s/%d/%d (%d of %d sends replayed)", k.task, k.attempt, k.ordinal, c.next, len(c.sends)))
+		}
+		for i, s := range c.sends {
+			if t := s.task; t != nil && t.next < len(t.steps) {
+				out = append(out, fmt.Sprintf("%s/%d/%d send %d (%d of %d task requests replayed)", k.task, k.attempt, k.ordinal, i+1, t.next, len(t.steps)))
+			}
 		}
 	}
 	sort.Strings(out)

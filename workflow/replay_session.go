@@ -18,6 +18,8 @@ import (
 type replayedError struct {
 	msg string
 	err error
+	// ctxEnded: the source saw this failure because its context ended.
+	ctxEnded bool
 }
 
 func (e *replayedError) Error() string { return e.msg }
@@ -155,10 +157,23 @@ func (s *replaySession) ListTools(ctx context.Context, sink transport.Sink) (*tr
 // arguments digest), replays the next recorded send's frames and returns
 // its recorded outcome.
 func (s *replaySession) CallTool(ctx context.Context, req transport.CallRequest, sink transport.Sink) (*transport.CallResult, error) {
-	src := s.src
-	div := func(field, recorded, replayed string) error {
-		return &DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: field, Recorded: recorded, Replayed: replayed}
+	send, err := s.nextSend(ctx, req, sink)
+	if err != nil {
+		return nil, err
 	}
+	switch {
+	case send.result != nil:
+		return send.callResult()
+	case send.callErr != nil:
+		return nil, send.failure()
+	}
+	return nil, s.div("dispatch", "a send without a recorded outcome", "its outcome")
+}
+
+// nextSend checks req against the recorded call (server, tool, arguments
+// digest), takes its next recorded send and references the send's frames.
+func (s *replaySession) nextSend(ctx context.Context, req transport.CallRequest, sink transport.Sink) (*recSend, error) {
+	src, div := s.src, s.div
 	c := src.current
 	if c == nil {
 		return nil, div("call", "no call at this position", fmt.Sprintf("%s/%s", s.remote, req.Tool))
@@ -180,19 +195,19 @@ func (s *replaySession) CallTool(ctx context.Context, req transport.CallRequest,
 	if err := src.emitRefs(ctx, sink, send.refs); err != nil {
 		return nil, err
 	}
-	switch {
-	case send.result != nil:
-		return send.callResult()
-	case send.callErr != nil:
-		return nil, send.failure()
-	}
-	return nil, div("dispatch", "a send without a recorded outcome", "its outcome")
+	return send, nil
 }
 
 // callResult rebuilds the transport result from the recorded response frame.
 func (s *recSend) callResult() (*transport.CallResult, error) {
-	for i := len(s.responses) - 1; i >= 0; i-- {
-		f := s.responses[i]
+	return resultFrom(s.responses, s.result)
+}
+
+// resultFrom rebuilds a tools/call (or tasks/result) result from the last
+// recorded response frame that carries one; rec is its call.result.
+func resultFrom(responses []projector.Frame, rec *projector.CallResult) (*transport.CallResult, error) {
+	for i := len(responses) - 1; i >= 0; i-- {
+		f := responses[i]
 		if f.Dir != "in" || f.Kind != "response" {
 			continue
 		}
@@ -209,18 +224,18 @@ func (s *recSend) callResult() (*transport.CallResult, error) {
 			StructuredContent json.RawMessage `json:"structuredContent"`
 		}
 		if err := json.Unmarshal(m.Result, &r); err != nil {
-			return nil, fmt.Errorf("replay: recorded result of %s: %w", s.result.EffectID, err)
+			return nil, fmt.Errorf("replay: recorded result of %s: %w", rec.EffectID, err)
 		}
 		if bytes.Equal(r.StructuredContent, []byte("null")) {
 			r.StructuredContent = nil
 		}
-		id := s.result.JSONRPCID
+		id := rec.JSONRPCID
 		if len(id) == 0 {
 			id = m.ID
 		}
 		return &transport.CallResult{Raw: m.Result, IsError: r.IsError, Content: r.Content, StructuredContent: r.StructuredContent, ID: id}, nil
 	}
-	return nil, fmt.Errorf("replay: call %s has a recorded result but no response frame", s.result.EffectID)
+	return nil, fmt.Errorf("replay: call %s has a recorded result but no response frame", rec.EffectID)
 }
 
 func (s *replaySession) Close(context.Context) error { return nil }

@@ -1,0 +1,149 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport/mcptest"
+	"github.com/agentctl/agentctl/workflow"
+)
+
+
+// TestReplay_TaskCalls: runs whose call went out as an MCP task, in every
+// way such a call ends, replay from the log alone: the same exit code,
+// state, outputs and inspect document (task id, status history, poll
+// counts, cancel) as the source; the server sees no request during the
+// replays; two replays record the same events; a replay of the replay
+// equals the source too.
+func TestReplay_TaskCalls(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		for _, tc := range []struct {
+			name    string
+			handler mcptest.Handler
+			idem    string
+			polls   int
+			faults  []mcptest.Fault
+			expire  bool
+			cancel  bool // the user's ^C once the task is working
+			exit    int
+			state   string // the call's final state
+			want    []string
+		}{
+			{name: "completed after folded polls", idem: "at_most_once", polls: 3, exit: workflow.ExitOK, state: "succeeded",
+				want: []string{"call.task_status", "call.result"}},
+			{name: "failed", idem: "at_most_once", polls: 1, handler: func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+				return nil, errors.New("no sources")
+			}, exit: workflow.ExitFailed, state: "failed", want: []string{"call.result"}},
+			{name: "json-rpc error from tasks/result", idem: "idempotent", polls: 1, handler: func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+				return nil, &mcptest.RPCError{Code: -32001, Message: "backend down"}
+			}, exit: workflow.ExitFailed, state: "failed", want: []string{"call.error"}},
+			{name: "result violates the output schema", idem: "pure", polls: 1, handler: func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+				return &mcptest.Result{Content: []map[string]any{}, StructuredContent: map[string]any{"n": "many"}}, nil
+			}, exit: workflow.ExitFailed, state: "failed", want: []string{"call.result", "call.error"}},
+			{name: "cancelled by the server", idem: "at_most_once", polls: 1, handler: func(ctx context.Context, _ *mcptest.Call) (*mcptest.Result, error) {
+				mcptest.SetTaskStatus(ctx, mcptest.TaskCancelled, "stopped by an operator")
+				return &mcptest.Result{}, nil
+			}, exit: workflow.ExitFailed, state: "failed", want: []string{"call.transition polling->failed"}},
+			{name: "input required then tasks/cancel", idem: "at_most_once", polls: 1, handler: func(ctx context.Context, _ *mcptest.Call) (*mcptest.Result, error) {
+				mcptest.SetTaskStatus(ctx, mcptest.TaskInputRequired, "which topic?")
+				return &mcptest.Result{}, nil
+			}, exit: workflow.ExitUncertain, state: "uncertain", want: []string{"call.transition polling->input_required", "call.task_cancel"}},
+			{name: "poll answered 502 then asked again", idem: "at_most_once", polls: 2,
+				faults: []mcptest.Fault{{RPCMethod: "tasks/get", Nth: 2, Status: http.StatusBadGateway}},
+				exit:   workflow.ExitOK, state: "succeeded", want: []string{"call.transition polling->polling", "call.result"}},
+			{name: "expired at_most_once", idem: "at_most_once", polls: 1, expire: true, exit: workflow.ExitUncertain, state: "uncertain",
+				want: []string{"call.transition accepted->uncertain"}},
+			{name: "expired idempotent sent again as a new task", idem: "idempotent", polls: 1, expire: true, exit: workflow.ExitOK, state: "succeeded",
+				want: []string{"call.transition redispatched->accepted"}},
+			{name: "session 404 keyed sent again on a new session", idem: "keyed", polls: 1,
+				faults: []mcptest.Fault{{RPCMethod: "tasks/get", Nth: 1, Status: http.StatusNotFound}},
+				exit:   workflow.ExitOK, state: "succeeded", want: []string{"session.expired", "call.transition redispatched->accepted"}},
+			{name: "user cancel confirmed", idem: "at_most_once", polls: 1000, cancel: true, exit: workflow.ExitCancelled, state: "cancelled",
+				want: []string{"call.task_cancel"}},
+			{name: "user cancel unconfirmed", idem: "at_most_once", polls: 1000, cancel: true, exit: workflow.ExitCancelled, state: "uncertain",
+				faults: []mcptest.Fault{{RPCMethod: "tasks/cancel", Nth: 1, Status: http.StatusInternalServerError}}, want: []string{"call.task_cancel"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: tc.polls, PollInterval: 10}}, researchTool(tc.handler))
+				for _, f := range tc.faults {
+					srv.Inject(f)
+				}
+				db := b.Open(t, events.Options{})
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				expired := false
+				obs := func(e events.Event) {
+					if tc.expire && !expired && e.Type == projector.TypeCallTaskAccepted {
+						expired = true
+						srv.ExpireTasks()
+					}
+					if tc.cancel && projector.Describe(e) == "call.transition accepted->polling" {
+						cancel()
+					}
+				}
+				src, err := (&workflow.Runner{DB: db, Observe: obs}).Run(ctx, mustParse(t, taskWorkflow(srv.URL, "research", tc.idem, "")), nil, workflow.RunOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				srcDoc := inspectDoc(t, db, src.RunID)
+				if src.ExitCode != tc.exit || srcDoc.ProtocolCalls[0].Status != tc.state {
+					t.Fatalf("source exit %d, call %s: %v; want exit %d, %s", src.ExitCode, srcDoc.ProtocolCalls[0].Status, src.Err, tc.exit, tc.state)
+				}
+				srcLog := describeRun(t, db, src.RunID)
+				for _, w := range tc.want {
+					if !slices.Contains(srcLog, w) {
+						t.Fatalf("source log lacks %q:\n%s", w, strings.Join(srcLog, "\n"))
+					}
+				}
+				before := len(srv.Stats().Requests)
+
+				rep := replayOf(t, db, src.RunID)
+				if rep.State != src.State || rep.ExitCode != src.ExitCode || !reflect.DeepEqual(rep.Outputs, src.Outputs) {
+					t.Fatalf("replay = %s (exit %d) %v %v, source = %s (exit %d) %v %v", rep.State, rep.ExitCode, rep.Outputs, rep.Err, src.State, src.ExitCode, src.Outputs, src.Err)
+				}
+				if src.Err != nil && (rep.Err == nil || rep.Err.Error() != strings.ReplaceAll(src.Err.Error(), src.RunID, rep.RunID)) && !strings.Contains(rep.Err.Error(), "task") {
+					t.Fatalf("replay error %v, source %v", rep.Err, src.Err)
+				}
+				want, _ := normalInspect(t, db, src.RunID)
+				got, repDoc := normalInspect(t, db, rep.RunID)
+				if got != want {
+					t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
+				}
+				if repDoc.ProtocolCalls[0].Task == nil {
+					t.Fatalf("replay inspect shows no task")
+				}
+				rep2 := replayOf(t, db, src.RunID)
+				if a, b := only(describeRun(t, db, rep.RunID), "call.", "replay.", "session."), only(describeRun(t, db, rep2.RunID), "call.", "replay.", "session."); !slices.Equal(a, b) {
+					t.Fatalf("two replays differ:\n%s\n---\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+				}
+				rep3 := replayOf(t, db, rep.RunID)
+				// Its frames are the source's: a keyed call's idempotency key in
+				// them is the source's effect id.
+				got3, _ := normalInspect(t, db, rep3.RunID)
+				if got3 = strings.ReplaceAll(got3, srcDoc.ProtocolCalls[0].EffectID, "<effect-0>"); got3 != want {
+					t.Fatalf("replay of the replay differs:\n%s\n--- source\n%s", got3, want)
+				}
+				if after := len(srv.Stats().Requests); after != before {
+					t.Fatalf("the server saw %d requests during the replays", after-before)
+				}
+			})
+		}
+	})
+}
+
+func inspectDoc(t *testing.T, db *events.DB, runID string) *projector.Document {
+	t.Helper()
+	doc, err := projector.Inspect(context.Background(), db, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
