@@ -16,7 +16,6 @@ import (
 	"github.com/agentctl/agentctl/workflow"
 )
 
-
 // TestReplay_TaskCalls: runs whose call went out as an MCP task, in every
 // way such a call ends, replay from the log alone: the same exit code,
 // state, outputs and inspect document (task id, status history, poll
