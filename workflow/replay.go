@@ -67,6 +67,12 @@ func (e *DivergenceError) Unwrap() []error {
 		&callFailure{kind: KindDivergence, msg: e.Error()}}
 }
 
+// isDivergence reports whether err is a replay's divergence from its source.
+func isDivergence(err error) bool {
+	var de *DivergenceError
+	return errors.As(err, &de)
+}
+
 // Replay is everything needed to re-run a recorded run.
 type Replay struct {
 	SourceRunID string

@@ -146,3 +146,52 @@ func inspectDoc(t *testing.T, db *events.DB, runID string) *projector.Document {
 	}
 	return doc
 }
+
+// TestReplay_TaskDivergence: a replay never invents an answer about a
+// task. With the source's requests about the task cut short (the
+// tasks/result, or every poll), or the workflow asking other arguments,
+// the replay fails with a DivergenceError naming the task and what was
+// recorded, sends nothing, and ends failed (exit 1), not uncertain.
+func TestReplay_TaskDivergence(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 2, PollInterval: 10}}, researchTool(nil))
+	db := openDB(t)
+	src := runTask(t, db, taskWorkflow(srv.URL, "research", "at_most_once", ""), nil)
+	if src.Err != nil {
+		t.Fatal(src.Err)
+	}
+	before := len(srv.Stats().Requests)
+	for _, tc := range []struct {
+		name     string
+		cut      int    // recorded requests about the task forgotten
+		topic    string // the replayed workflow's argument
+		field    string
+		recorded string // in DivergenceError.Recorded
+	}{
+		{name: "tasks/result cut", cut: 1, topic: "x", field: "task", recorded: "2 request(s) about task sha256:"},
+		{name: "every request cut", cut: 99, topic: "x", field: "task", recorded: "0 request(s) about task sha256:"},
+		{name: "other arguments", topic: "y", field: "argumentsDigest", recorded: "sha256:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rp, err := workflow.PrepareReplay(context.Background(), db, src.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			workflow.TruncateTaskSteps(rp.Dialer, tc.cut)
+			wf := mustParse(t, strings.Replace(taskWorkflow(srv.URL, "research", "at_most_once", ""), "topic: x", "topic: "+tc.topic, 1))
+			res, err := (&workflow.Runner{DB: db, Dialer: rp.Dialer}).Run(context.Background(), wf, rp.Inputs, workflow.RunOptions{Mode: "replay", SourceRunID: src.RunID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var de *workflow.DivergenceError
+			if !errors.As(res.Err, &de) || de.TaskID != "only" || de.Field != tc.field || !strings.HasPrefix(de.Recorded, tc.recorded) || de.SourceRunID != src.RunID {
+				t.Fatalf("replay err = %v (%+v), want a %s divergence at task only", res.Err, de, tc.field)
+			}
+			if res.ExitCode != workflow.ExitFailed || res.State != "failed" {
+				t.Fatalf("replay ended %s exit %d", res.State, res.ExitCode)
+			}
+			if n := len(srv.Stats().Requests); n != before {
+				t.Fatalf("the server saw %d requests during the replay", n-before)
+			}
+		})
+	}
+}

@@ -234,6 +234,8 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 				return nil, errors.Join(err, ferr)
 			}
 			return c.cancelTask(ctx, ts, "user", "")
+		case isDivergence(err): // a replay asked what its source never did
+			return nil, c.failDefinitive(ctx, err)
 		case transport.TaskLost(err):
 			if transport.KindOf(err) == transport.KindSessionExpired {
 				rn.pending = append(rn.pending, events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: projector.TypeSessionExpired,
@@ -316,6 +318,9 @@ func (c *call) cancelTask(ctx context.Context, ts TaskSession, cause, statusMess
 	}
 	if rec.Confirmed {
 		return outcome(fsm.TaskCancelled, "", fmt.Errorf("task %s cancelled: %w", c.taskRef(), context.Canceled))
+	}
+	if isDivergence(err) { // a replay: cancelling, so not confirmed
+		return outcome(fsm.FailDefinitive, err.Error(), err)
 	}
 	if err != nil && transport.KindOf(err) == transport.KindRemoteError {
 		// Refused, perhaps because the task had already finished: ask.
