@@ -28,6 +28,9 @@ type recSession struct {
 	// toolCallTasks: its initialize result advertised task-augmented
 	// tools/call (read from the recorded response frame).
 	toolCallTasks bool
+	// abandoned: the process ended before the session was ready (its
+	// catalog); resume opened another, and a replay skips this one.
+	abandoned bool
 }
 
 // sessionFail is a recorded failure to open a session or list its tools:
@@ -85,6 +88,9 @@ type recSend struct {
 	// task is the MCP task that answered this send (replay_task_index.go);
 	// the send's outcome is then its CreateTaskResult.
 	task *recTask
+	// interrupted: the process ended with this send's outcome unknown
+	// (run.resumed followed); resume's first transition is its outcome.
+	interrupted bool
 }
 
 type recCall struct {
@@ -214,6 +220,7 @@ var indexers = map[string]func(*indexer, events.Event) error{
 	projector.TypeCallTransition: (*indexer).callTransition,
 	projector.TypeCallResult:     (*indexer).callResult,
 	projector.TypeCallError:      (*indexer).callError,
+	projector.TypeRunResumed:     (*indexer).runResumed,
 
 	projector.TypeCallTaskAccepted: (*indexer).callTaskAccepted,
 	projector.TypeCallTaskStatus:   (*indexer).callTaskStatus,
@@ -441,6 +448,12 @@ func (ix *indexer) callTransition(e events.Event) error {
 	c := ix.src.byEffect[p.EffectID]
 	if c == nil {
 		return fmt.Errorf("transition of unknown call %s", p.EffectID)
+	}
+	if n := len(c.sends); n > 0 && c.sends[n-1].interrupted && c.sends[n-1].callErr == nil && c.sends[n-1].result == nil &&
+		(p.Trigger == string(fsm.FailAmbiguous) || p.Trigger == string(fsm.FailPossiblyExecuted)) {
+		// Resume decided the interrupted send's fate: a replay, which is
+		// not interrupted, loses the connection there instead.
+		c.sends[n-1].callErr = &projector.CallError{EffectID: p.EffectID, Kind: string(transport.KindTransportLoss), Message: p.Reason}
 	}
 	if n := len(c.sends); n > 0 && c.sends[n-1].callErr != nil && c.sends[n-1].trigger == "" {
 		c.sends[n-1].trigger = p.Trigger

@@ -111,6 +111,9 @@ func (src *replaySource) emitRefs(ctx context.Context, sink transport.Sink, r fr
 func (c *replayConn) Connect(ctx context.Context, sink transport.Sink) (Session, error) {
 	src := c.src
 	src.gens[c.remote]++
+	for g := src.gens[c.remote]; g <= len(src.sessions[c.remote]) && src.sessions[c.remote][g-1].abandoned; g++ {
+		src.gens[c.remote]++ // a session the source's process ended while opening
+	}
 	gen := src.gens[c.remote]
 	if gen > len(src.sessions[c.remote]) {
 		return nil, &DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: "session",

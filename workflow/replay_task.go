@@ -81,6 +81,9 @@ func (s *replaySession) step(taskID, method string) (*recTask, *taskStep, error)
 	if t == nil {
 		return nil, nil, s.div("task", "no task "+transport.TaskIDDigest(taskID)+" on "+s.remote, method)
 	}
+	for t.next < len(t.steps) && t.steps[t.next].interrupted {
+		t.next++
+	}
 	if t.next >= len(t.steps) {
 		return nil, nil, s.div("task", fmt.Sprintf("%d request(s) about task %s", len(t.steps), t.accepted.TaskIDDigest),
 			fmt.Sprintf("%s (request %d)", method, t.next+1))

@@ -42,6 +42,10 @@ type taskStep struct {
 	callErr *projector.CallError
 	trigger string // the transition fired on callErr
 	cancel  *projector.CallTaskCancel
+	// interrupted: the process ended before its outcome was committed
+	// (run.resumed followed). Resume asked again; a replay, which is not
+	// interrupted, skips it and answers from the request that followed.
+	interrupted bool
 }
 
 // settled reports whether the step has its outcome.
@@ -258,6 +262,37 @@ func (ix *indexer) initializeResult(h projector.Frame, e events.Event) error {
 	if json.Unmarshal(f.Body, &m) == nil {
 		c := m.Result.Capabilities.Tasks.Requests.Tools.Call
 		s.toolCallTasks = len(c) > 0 && c[0] == '{'
+	}
+	return nil
+}
+
+// runResumed marks what the ended process left without an outcome: the
+// sessions it was opening, every call's last send, or the last request
+// about its task.
+func (ix *indexer) runResumed(events.Event) error {
+	for _, s := range ix.unsettled {
+		switch {
+		case s.failure != nil:
+		case s.opened == nil: // resume opens this generation again
+			s.connect, s.toolCallTasks = frameRefs{}, false
+		default: // resume opened the next generation
+			s.abandoned = true
+		}
+	}
+	ix.unsettled = nil
+	for _, c := range ix.src.calls {
+		if len(c.sends) == 0 {
+			continue
+		}
+		s := c.sends[len(c.sends)-1]
+		switch {
+		case s.task != nil:
+			if st := s.task.last(); st != nil && !st.settled() && st.status == nil && len(st.responses) == 0 {
+				st.interrupted = true
+			}
+		case s.result == nil && s.callErr == nil:
+			s.interrupted = true
+		}
 	}
 	return nil
 }
