@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
@@ -31,6 +32,17 @@ type recSession struct {
 	// abandoned: the process ended before the session was ready (its
 	// catalog); resume opened another, and a replay skips this one.
 	abandoned bool
+	// relists are the tools/list sent again after
+	// notifications/tools/list_changed, in order; listMark is where the
+	// frames after the latest catalog start in list.
+	relists  []relist
+	listMark [2]int64 // len(list.spans), list.count
+}
+
+// relist is one recorded tools/list after notifications/tools/list_changed.
+type relist struct {
+	refs    frameRefs
+	catalog *projector.SessionCatalog
 }
 
 // sessionFail is a recorded failure to open a session or list its tools:
@@ -418,7 +430,15 @@ func (ix *indexer) sessionCatalog(e events.Event) error {
 		return err
 	}
 	s := ix.src.session(p.Remote, p.Generation)
-	s.catalog = &p
+	if s.catalog == nil {
+		s.catalog = &p
+	} else { // a relist: its frames are those since the latest catalog
+		n, c := int(s.listMark[0]), s.listMark[1]
+		r := relist{catalog: &p, refs: frameRefs{run: s.list.run, spans: slices.Clone(s.list.spans[n:]), count: s.list.count - c, lastHash: s.list.lastHash}}
+		s.list.spans, s.list.count, s.list.lastHash = s.list.spans[:n], c, ""
+		s.relists = append(s.relists, r)
+	}
+	s.listMark = [2]int64{int64(len(s.list.spans)), s.list.count}
 	kept := ix.unsettled[:0]
 	for _, x := range ix.unsettled {
 		if x != s {

@@ -133,6 +133,7 @@ type replaySession struct {
 	src    *replaySource
 	remote string
 	rec    *recSession
+	lists  int // ListTools answered so far
 }
 
 var _ Recorded = (*replaySession)(nil)
@@ -142,18 +143,34 @@ func (s *replaySession) Info() SessionInfo {
 }
 
 func (s *replaySession) ListTools(ctx context.Context, sink transport.Sink) (*transport.Catalog, error) {
+	s.lists++
+	if s.lists > 1 { // after notifications/tools/list_changed
+		if s.lists-2 >= len(s.rec.relists) {
+			return nil, s.div("session", fmt.Sprintf("%d tools/list on this session", len(s.rec.relists)+1), fmt.Sprintf("tools/list %d", s.lists))
+		}
+		r := s.rec.relists[s.lists-2]
+		if err := s.src.emitRefs(ctx, sink, r.refs); err != nil {
+			return nil, err
+		}
+		return catalogOf(r.catalog), nil
+	}
 	if err := s.src.emitRefs(ctx, sink, s.rec.list); err != nil {
 		return nil, err
 	}
 	if s.rec.catalog == nil {
 		return nil, s.src.sessionFailure("tools/list", s.rec.failure)
 	}
-	cat := &transport.Catalog{Warnings: s.rec.catalog.Warnings}
-	for _, t := range s.rec.catalog.Tools {
+	return catalogOf(s.rec.catalog), nil
+}
+
+// catalogOf rebuilds a recorded catalog.
+func catalogOf(rec *projector.SessionCatalog) *transport.Catalog {
+	cat := &transport.Catalog{Warnings: rec.Warnings}
+	for _, t := range rec.Tools {
 		cat.Tools = append(cat.Tools, transport.Tool{Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
 	}
-	return cat, nil
+	return cat
 }
 
 // CallTool checks the call against the recorded one (server, tool,

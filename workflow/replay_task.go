@@ -32,9 +32,13 @@ var _ TaskSession = (*replaySession)(nil)
 // ToolCallTasks is what the recorded initialize result advertised.
 func (s *replaySession) ToolCallTasks() bool { return s.rec.toolCallTasks }
 
-// ToolsChanged is false: a replay re-lists nothing (a source call that
-// re-listed shows as a divergence at that call).
-func (s *replaySession) ToolsChanged() bool { return false }
+// ToolsChanged reports whether the source re-listed this session's tools
+// (after notifications/tools/list_changed) before the call the run loop
+// prepares now: its next recorded relist belongs to that call's task.
+func (s *replaySession) ToolsChanged() bool {
+	next := max(s.lists-1, 0)
+	return s.lists > 0 && next < len(s.rec.relists) && s.rec.relists[next].catalog.TaskID == s.src.curKey.task
+}
 
 // SessionID is "": the recorded session id is a bearer credential, and a
 // replay is never resumed, so it is not copied into the replay's log.

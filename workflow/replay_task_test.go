@@ -195,3 +195,43 @@ func TestReplay_TaskDivergence(t *testing.T) {
 		})
 	}
 }
+
+// TestReplay_ToolsListChanged: a source whose first call brought
+// notifications/tools/list_changed, so that the next call re-listed the
+// tools before it was sent, replays with the same re-list (the second
+// session.catalog, its frames referenced) and the same inspect document.
+func TestReplay_ToolsListChanged(t *testing.T) {
+	tools := searchTools(0, nil)
+	tools[0].Handler = func(_ context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+		if err := c.Notify("notifications/tools/list_changed", nil); err != nil {
+			return nil, err
+		}
+		return &mcptest.Result{Content: mcptest.Text("found"), StructuredContent: map[string]any{"id": "doc-1"}}, nil
+	}
+	srv := mcptest.Start(t, mcptest.Options{}, tools...)
+	db := openDB(t)
+	src, err := (&workflow.Runner{DB: db, Getenv: func(string) string { return "Bearer s3cret-token" }}).Run(context.Background(),
+		mustParse(t, twoTasks(srv.URL, "idempotent")), map[string]any{"query": "mcp"}, workflow.RunOptions{})
+	if err != nil || src.Err != nil {
+		t.Fatalf("source: %v %v", err, src.Err)
+	}
+	srcLog := describeRun(t, db, src.RunID)
+	if n := len(only(srcLog, "session.catalog")); n != 2 || srv.Stats().Calls["get"] != 1 {
+		t.Fatalf("source re-listed %d times:\n%s", n-1, strings.Join(srcLog, "\n"))
+	}
+	before := len(srv.Stats().Requests)
+	rep := replayOf(t, db, src.RunID)
+	if rep.Err != nil || !reflect.DeepEqual(rep.Outputs, src.Outputs) {
+		t.Fatalf("replay: %v %v", rep.Err, rep.Outputs)
+	}
+	if n := len(only(describeRun(t, db, rep.RunID), "session.catalog")); n != 2 {
+		t.Fatalf("replay recorded %d catalogs", n)
+	}
+	want, _ := normalInspect(t, db, src.RunID)
+	if got, _ := normalInspect(t, db, rep.RunID); got != want {
+		t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
+	}
+	if n := len(srv.Stats().Requests); n != before {
+		t.Fatalf("the server saw %d requests during the replay", n-before)
+	}
+}
