@@ -151,7 +151,7 @@ func inspectDoc(t *testing.T, db *events.DB, runID string) *projector.Document {
 // task. With the source's requests about the task cut short (the
 // tasks/result, or every poll), or the workflow asking other arguments,
 // the replay fails with a DivergenceError naming the task and what was
-// recorded, sends nothing, and ends failed (exit 1), not uncertain.
+// recorded, sends nothing, and ends failed (exit 4), not uncertain.
 func TestReplay_TaskDivergence(t *testing.T) {
 	srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 2, PollInterval: 10}}, researchTool(nil))
 	db := openDB(t)
