@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
@@ -233,5 +234,60 @@ func TestReplay_ToolsListChanged(t *testing.T) {
 	}
 	if n := len(srv.Stats().Requests); n != before {
 		t.Fatalf("the server saw %d requests during the replay", n-before)
+	}
+}
+
+// TestReplay_ConcurrentTaskCalls: a source whose task calls polled their
+// tasks at the same time on one session (interleaved in the log) replays
+// each call from its own task's steps, deterministically.
+func TestReplay_ConcurrentTaskCalls(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 3, PollInterval: 10}}, researchTool(nil))
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: agentctl.dev/v1alpha1
+kind: Workflow
+metadata: {name: parallel-tasks}
+spec:
+  concurrency: 3
+  policy:
+    networkAllowlist: [127.0.0.1]
+    network: {allowedSchemes: [http], allowPrivate: true}
+  mcpServers:
+    local: {url: %q, timeoutSeconds: 30}
+  actions:
+    act: {kind: mcp.call, idempotency: at_most_once}
+  tasks:
+`, srv.URL)
+	for _, id := range []string{"a", "b", "c"} {
+		fmt.Fprintf(&b, "    - id: %s\n      uses: action:act\n      needs: []\n      with: {server: local, tool: research, arguments: {topic: %s}}\n", id, id)
+	}
+	db := openDB(t)
+	src := runTask(t, db, b.String(), nil)
+	if src.Err != nil || srv.TaskStats().Created != 3 {
+		t.Fatalf("source: %v, tasks %+v", src.Err, srv.TaskStats())
+	}
+	before := len(srv.Stats().Requests)
+	rep1, rep2 := replayOf(t, db, src.RunID), replayOf(t, db, src.RunID)
+	if rep1.State != src.State || rep2.State != src.State {
+		t.Fatalf("replays ended %s and %s, source %s (%v %v)", rep1.State, rep2.State, src.State, rep1.Err, rep2.Err)
+	}
+	doc1, d1 := normalInspect(t, db, rep1.RunID)
+	doc2, _ := normalInspect(t, db, rep2.RunID)
+	if doc1 != doc2 {
+		t.Fatalf("two replays differ:\n%s\n---\n%s", doc1, doc2)
+	}
+	srcDoc := inspectDoc(t, db, src.RunID)
+	for i, c := range d1.ProtocolCalls {
+		var want *projector.CallView
+		for j := range srcDoc.ProtocolCalls {
+			if srcDoc.ProtocolCalls[j].EffectID == *c.SourceEffectID {
+				want = &srcDoc.ProtocolCalls[j]
+			}
+		}
+		if want == nil || c.Task == nil || want.Task == nil || c.Task.TaskID != want.Task.TaskID || c.Task.Polls != want.Task.Polls {
+			t.Fatalf("replay call %d: task %+v, source's %+v", i, c.Task, want)
+		}
+	}
+	if n := len(srv.Stats().Requests); n != before {
+		t.Fatalf("the server saw %d requests during the replays", n-before)
 	}
 }
