@@ -176,7 +176,10 @@ func (s *replaySession) TaskResult(ctx context.Context, taskID string, sink tran
 	case st.callErr != nil:
 		return nil, st.failure("tasks/result")
 	}
-	return nil, s.div("task", "tasks/result without a recorded outcome", "its outcome")
+	// Only the best-effort path after a refused tasks/cancel leaves a
+	// failed tasks/result without call.error; its outcome did not depend
+	// on the failure's kind.
+	return nil, &transport.Error{Op: "tasks/result", Kind: transport.KindTransportLoss, Sent: true, Message: "replay: no outcome was recorded"}
 }
 
 // CancelTask answers with the recorded tasks/cancel: the server's status,

@@ -287,8 +287,8 @@ func (ix *indexer) runResumed(events.Event) error {
 		s := c.sends[len(c.sends)-1]
 		switch {
 		case s.task != nil:
-			if st := s.task.last(); st != nil && !st.settled() && st.status == nil && len(st.responses) == 0 {
-				st.interrupted = true
+			if st := s.task.last(); st != nil && !st.settled() && (st.method != "tasks/get" || (st.status == nil && len(st.responses) == 0)) {
+				st.interrupted = true // a tasks/result or tasks/cancel, or a tasks/get with no answer
 			}
 		case s.result == nil && s.callErr == nil:
 			s.interrupted = true

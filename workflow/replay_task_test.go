@@ -232,6 +232,10 @@ func TestReplay_ToolsListChanged(t *testing.T) {
 	if got, _ := normalInspect(t, db, rep.RunID); got != want {
 		t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
 	}
+	rep2 := replayOf(t, db, rep.RunID) // a replay of the replay re-lists from the references
+	if got, _ := normalInspect(t, db, rep2.RunID); got != want {
+		t.Fatalf("inspect of the replay of the replay differs from the source's:\n%s", got)
+	}
 	if n := len(srv.Stats().Requests); n != before {
 		t.Fatalf("the server saw %d requests during the replay", n-before)
 	}

@@ -234,8 +234,11 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 				return nil, errors.Join(err, ferr)
 			}
 			return c.cancelTask(ctx, ts, "user", "")
-		case isDivergence(err): // a replay asked what its source never did
-			return nil, c.failDefinitive(ctx, err)
+		case isDivergence(err): // a replay asked what its source never did (call.error pending)
+			if _, ferr := c.fire(fsm.FailDefinitive, err.Error(), false); ferr != nil {
+				return nil, errors.Join(err, ferr)
+			}
+			return nil, err
 		case transport.TaskLost(err):
 			if transport.KindOf(err) == transport.KindSessionExpired {
 				rn.pending = append(rn.pending, events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: projector.TypeSessionExpired,
