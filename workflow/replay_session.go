@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/internal/canonjson"
@@ -42,8 +43,32 @@ func (s *recSend) failure() error {
 		}
 	case fsm.Cancel:
 		te.Kind, te.Sent = transport.KindCancelled, true
+	case fsm.URLElicitationRequired:
+		// The recorded message is the call's, which names the hosts in
+		// front of the server's error: give back the server's error (its
+		// data from the response frame) so the call says it once again.
+		te.Data = errorData(s.responses)
+		if why, ok := urlElicitation(te); ok {
+			msg, _ := strings.CutPrefix(ce.Message, fmt.Sprintf("%s: %s: ", fsm.ReasonURLElicitationRequired, why))
+			return &replayedError{msg: msg, err: te}
+		}
 	}
 	return &replayedError{msg: ce.Message, err: te}
+}
+
+// errorData is the data member of the last JSON-RPC error response.
+func errorData(responses []projector.Frame) json.RawMessage {
+	for i := len(responses) - 1; i >= 0; i-- {
+		var m struct {
+			Error *struct {
+				Data json.RawMessage `json:"data"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(responses[i].Body, &m) == nil && m.Error != nil {
+			return m.Error.Data
+		}
+	}
+	return nil
 }
 
 // sessionFailure rebuilds a recorded failure to open a session (op

@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -293,5 +294,29 @@ spec:
 	}
 	if n := len(srv.Stats().Requests); n != before {
 		t.Fatalf("the server saw %d requests during the replays", n-before)
+	}
+}
+
+// TestReplay_URLElicitation: a call the server answered with -32042 (a
+// person must visit a URL) replays uncertain with the same message (the
+// hosts named once, from the recorded error's data) and inspect document.
+func TestReplay_URLElicitation(t *testing.T) {
+	tool := mcptest.ToolDef{Name: "pay", Handler: func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+		return nil, &mcptest.RPCError{Code: -32042, Message: "authorize first",
+			Data: json.RawMessage(`{"elicitations":[{"mode":"url","elicitationId":"e1","url":"https://Pay.Example.com/authorize?state=x","message":"go"}]}`)}
+	}}
+	srv := mcptest.Start(t, mcptest.Options{}, tool)
+	db := openDB(t)
+	src := runTask(t, db, taskWorkflow(srv.URL, "pay", "at_most_once", ""), nil)
+	if src.ExitCode != workflow.ExitUncertain {
+		t.Fatalf("source exit %d: %v", src.ExitCode, src.Err)
+	}
+	rep := replayOf(t, db, src.RunID)
+	if rep.ExitCode != src.ExitCode || rep.Err == nil || rep.Err.Error() != src.Err.Error() || strings.Count(rep.Err.Error(), "pay.example.com") != 1 {
+		t.Fatalf("replay exit %d: %v\nsource exit %d: %v", rep.ExitCode, rep.Err, src.ExitCode, src.Err)
+	}
+	want, _ := normalInspect(t, db, src.RunID)
+	if got, _ := normalInspect(t, db, rep.RunID); got != want {
+		t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
 	}
 }
