@@ -472,8 +472,13 @@ func (ix *indexer) callTransition(e events.Event) error {
 	if n := len(c.sends); n > 0 && c.sends[n-1].interrupted && c.sends[n-1].callErr == nil && c.sends[n-1].result == nil &&
 		(p.Trigger == string(fsm.FailAmbiguous) || p.Trigger == string(fsm.FailPossiblyExecuted)) {
 		// Resume decided the interrupted send's fate: a replay, which is
-		// not interrupted, loses the connection there instead.
-		c.sends[n-1].callErr = &projector.CallError{EffectID: p.EffectID, Kind: string(transport.KindTransportLoss), Message: p.Reason}
+		// not interrupted, fails there instead, as resume decided (a lost
+		// connection, or possibly executed after a recorded 5xx).
+		kind := string(transport.KindTransportLoss)
+		if p.Trigger == string(fsm.FailPossiblyExecuted) {
+			kind = "interrupted"
+		}
+		c.sends[n-1].callErr = &projector.CallError{EffectID: p.EffectID, Kind: kind, Message: p.Reason}
 	}
 	if n := len(c.sends); n > 0 && c.sends[n-1].callErr != nil && c.sends[n-1].trigger == "" {
 		c.sends[n-1].trigger = p.Trigger
