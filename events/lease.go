@@ -458,3 +458,37 @@ func (p *pgState) close(db *DB) {
 		db.releaseLease(l)
 	}
 }
+
+// RunLease is who holds a run's lease and until when (by the database's
+// clock), as `runs list` shows it.
+type RunLease struct {
+	Owner     string
+	ExpiresAt time.Time
+}
+
+// RunLeases returns the leases held on runIDs (released and never-claimed
+// runs are absent); nil on SQLite, which has no leases.
+func (db *DB) RunLeases(ctx context.Context, runIDs []string) (map[string]RunLease, error) {
+	if db.pg == nil || len(runIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := db.x.QueryContext(ctx, `SELECT run_id, owner, lease_expires_at FROM run_leases
+WHERE run_id = ANY(?::text[]) AND owner IS NOT NULL AND lease_expires_at IS NOT NULL`, runIDs)
+	if err != nil {
+		return nil, &Error{Op: "read run leases", Path: db.path, Err: classify(err)}
+	}
+	defer rows.Close()
+	out := map[string]RunLease{}
+	for rows.Next() {
+		var id string
+		var l RunLease
+		if err := rows.Scan(&id, &l.Owner, &l.ExpiresAt); err != nil {
+			return nil, &Error{Op: "read run leases", Path: db.path, Err: classify(err)}
+		}
+		out[id] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, &Error{Op: "read run leases", Path: db.path, Err: classify(err)}
+	}
+	return out, nil
+}
