@@ -24,7 +24,10 @@ import (
 //
 //   - claim: LockRun (one run) or ClaimRuns (a worker's batch of queued
 //     and expired runs, FOR UPDATE SKIP LOCKED) sets owner, epoch+1 and
-//     expiry where the row is free or expired; a run ClaimRuns took is
+//     expiry where the row is free: released, expired, or its owner's
+//     session is gone (each owner holds a session advisory lock, owner_key,
+//     while it lives, so a crashed process's runs are taken at once and a
+//     paused one's when its lease runs out); a run ClaimRuns took is
 //     handed to the next LockRun of it in this process.
 //   - heartbeat: every TTL/3 each lease is renewed where owner, epoch and
 //     an unexpired expiry still match. No row, or an error once the local
@@ -75,7 +78,12 @@ type lease struct {
 // pgState is what a PostgreSQL DB holds beyond the pool: the run leases
 // this process owns and their heartbeat.
 type pgState struct {
-	owner  string
+	owner    string
+	ownerKey int64 // the session advisory lock that says owner is alive
+	// live is the connection holding ownerKey while this process holds or
+	// claims leases; guarded by liveMu.
+	liveMu sync.Mutex
+	live   *sql.Conn
 	mu     sync.Mutex
 	ttl    time.Duration
 	leases map[string]*lease
@@ -89,7 +97,8 @@ func newPGState(ttl time.Duration) *pgState {
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	return &pgState{owner: leaseOwner(), ttl: ttl, leases: map[string]*lease{}, stop: make(chan struct{}), done: make(chan struct{})}
+	owner := leaseOwner()
+	return &pgState{owner: owner, ownerKey: runLockOffset(owner), ttl: ttl, leases: map[string]*lease{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // leaseOwner is this process's name in run_leases.owner: host/pid/random,
@@ -143,34 +152,35 @@ const (
 	// claimRun takes runID's lease where it is free or expired; the row is
 	// created for a run that has none yet (a new run's LockRun precedes
 	// its run.created).
-	claimRun = `INSERT INTO run_leases (run_id, owner, lease_epoch, lease_expires_at)
-VALUES (?, ?, 1, now() + ?::bigint * interval '1 millisecond')
-ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, lease_epoch = run_leases.lease_epoch + 1,
-    lease_expires_at = EXCLUDED.lease_expires_at
-WHERE run_leases.owner IS NULL OR run_leases.lease_expires_at IS NULL OR run_leases.lease_expires_at < now()
+	claimRun = `INSERT INTO run_leases (run_id, owner, owner_key, lease_epoch, lease_expires_at)
+VALUES (?, ?, ?, 1, now() + ?::bigint * interval '1 millisecond')
+ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, owner_key = EXCLUDED.owner_key,
+    lease_epoch = run_leases.lease_epoch + 1, lease_expires_at = EXCLUDED.lease_expires_at
+WHERE agentctl_lease_free(run_leases.owner, run_leases.owner_key, run_leases.lease_expires_at)
 RETURNING lease_epoch`
 	// claimRuns takes up to n claimable runs for a worker: queued, or
-	// running with no live lease (their writer died or let go), skipping
-	// rows another claimer has locked.
-	claimRuns = `UPDATE run_leases SET owner = ?, lease_epoch = lease_epoch + 1,
+	// running with no live lease (their writer died, let go, or was paused
+	// past its expiry), skipping rows another claimer has locked.
+	claimRuns = `UPDATE run_leases SET owner = ?, owner_key = ?, lease_epoch = lease_epoch + 1,
     lease_expires_at = now() + ?::bigint * interval '1 millisecond'
 WHERE run_id IN (
     SELECT l.run_id FROM run_leases l JOIN runs r ON r.run_id = l.run_id
     WHERE r.mode = 'run' AND r.state IN ('queued', 'running')
-      AND (l.owner IS NULL OR l.lease_expires_at IS NULL OR l.lease_expires_at < now())
+      AND agentctl_lease_free(l.owner, l.owner_key, l.lease_expires_at)
       AND NOT (l.run_id = ANY(?::text[]))
     ORDER BY l.run_id LIMIT ? FOR UPDATE OF l SKIP LOCKED)
 RETURNING run_id, lease_epoch, (SELECT state FROM runs WHERE runs.run_id = run_leases.run_id)`
 	renewLease = `UPDATE run_leases SET lease_expires_at = now() + ?::bigint * interval '1 millisecond'
 WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`
-	releaseLease = `UPDATE run_leases SET owner = NULL, lease_expires_at = NULL
+	releaseLease = `UPDATE run_leases SET owner = NULL, owner_key = NULL, lease_expires_at = NULL
 WHERE run_id = ? AND owner = ? AND lease_epoch = ?`
 	// fenceHeld: the appender's lease is current; FOR SHARE makes a
 	// concurrent claim wait for this transaction's end.
 	fenceHeld = `SELECT 1 FROM run_leases WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now() FOR SHARE`
 	// fenceFree: an appender without a lease finds whether someone holds
 	// a live one.
-	fenceFree = `SELECT owner, lease_epoch FROM run_leases WHERE run_id = ? AND owner IS NOT NULL AND lease_expires_at > now() FOR SHARE`
+	fenceFree = `SELECT owner, lease_epoch FROM run_leases
+WHERE run_id = ? AND NOT agentctl_lease_free(owner, owner_key, lease_expires_at) FOR SHARE`
 )
 
 // lockRunPostgres makes this process the run's writer by lease: it adopts
@@ -189,9 +199,12 @@ func (db *DB) lockRunPostgres(runID string) (func(), error) {
 	}
 	ttl := p.ttl
 	p.mu.Unlock()
+	if err := db.holdLiveness(); err != nil {
+		return nil, err
+	}
 	sent := time.Now()
 	var epoch int64
-	err := db.x.QueryRowContext(context.Background(), claimRun, runID, p.owner, ttl.Milliseconds()).Scan(&epoch)
+	err := db.x.QueryRowContext(context.Background(), claimRun, runID, p.owner, p.ownerKey, ttl.Milliseconds()).Scan(&epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s (leased by another process)", ErrRunBusy, runID)
 	}
@@ -258,8 +271,11 @@ func (db *DB) ClaimRuns(ctx context.Context, n int, except []string) ([]Claim, e
 	if except == nil {
 		except = []string{}
 	}
+	if err := db.holdLiveness(); err != nil {
+		return nil, err
+	}
 	sent := time.Now()
-	rows, err := db.x.QueryContext(ctx, claimRuns, p.owner, ttl.Milliseconds(), except, n)
+	rows, err := db.x.QueryContext(ctx, claimRuns, p.owner, p.ownerKey, ttl.Milliseconds(), except, n)
 	if err != nil {
 		return nil, &Error{Op: "claim runs", Path: db.path, Err: classify(err)}
 	}
@@ -457,6 +473,42 @@ func (p *pgState) close(db *DB) {
 	for _, l := range held {
 		db.releaseLease(l)
 	}
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	if p.live != nil {
+		_ = p.live.Close() // the session ends: its advisory lock with it
+		p.live = nil
+	}
+}
+
+// holdLiveness takes, once, the session advisory lock ownerKey on a
+// connection kept until Close: while it is held, other processes know
+// this owner is alive and let its leases run to their expiry; once this
+// process dies and the server closes its session, its leases may be taken
+// at once.
+func (db *DB) holdLiveness() error {
+	p := db.pg
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	if p.live != nil {
+		return nil
+	}
+	ctx := context.Background()
+	conn, err := db.x.Conn(ctx)
+	if err != nil {
+		return &Error{Op: "hold lease owner lock", Path: db.path, Err: classify(err)}
+	}
+	var ok bool
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, p.ownerKey).Scan(&ok); err != nil {
+		_ = conn.Close()
+		return &Error{Op: "hold lease owner lock", Path: db.path, Err: classify(err)}
+	}
+	if !ok {
+		_ = conn.Close()
+		return &Error{Op: "hold lease owner lock", Path: db.path, Err: fmt.Errorf("advisory lock %d of owner %s is held by another session", p.ownerKey, p.owner)}
+	}
+	p.live = conn
+	return nil
 }
 
 // RunLease is who holds a run's lease and until when (by the database's

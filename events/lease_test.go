@@ -189,3 +189,45 @@ func TestLease_ClaimRuns(t *testing.T) {
 		t.Fatalf("b.ClaimRuns after a gave run-2 back, except run-1 = %+v, %v; want run-2 at epoch 2", got, err)
 	}
 }
+
+// TestLease_DeadOwnerTakenAtOnce: a lease whose owner's session is gone
+// (no one holds its advisory lock: the process died) is taken before it
+// expires, by LockRun and by ClaimRuns alike, and an appender without a
+// lease is no longer refused; a live owner's unexpired lease is not.
+func TestLease_DeadOwnerTakenAtOnce(t *testing.T) {
+	a, b := twoProcesses(t)
+	ctx := context.Background()
+	unlock, err := a.LockRun("run-live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if _, err := b.LockRun("run-live"); !errors.Is(err, events.ErrRunBusy) {
+		t.Fatalf("LockRun of a live owner's lease = %v; want ErrRunBusy", err)
+	}
+	for _, id := range []string{"run-dead", "run-dead-queued"} {
+		if _, err := a.SQL().Exec(`INSERT INTO run_leases (run_id, owner, owner_key, lease_epoch, lease_expires_at)
+			VALUES (?, 'crashed/1/00', 4242, 7, now() + interval '1 hour')`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Append(ctx, "run-dead", step("test.reconcile"), nil); err != nil {
+		t.Fatalf("append without a lease over a dead owner's lease: %v", err)
+	}
+	unlockB, err := b.LockRun("run-dead")
+	if err != nil {
+		t.Fatalf("LockRun of a dead owner's unexpired lease: %v", err)
+	}
+	defer unlockB()
+	if l := readLease(t, b, "run-dead"); *l.Owner != b.LeaseOwner() || l.Epoch != 8 {
+		t.Fatalf("lease = %+v; want b's at epoch 8", l)
+	}
+	if _, err := a.SQL().Exec(`INSERT INTO runs (run_id, workflow, workflow_digest, mode, state, started_at, updated_at)
+		VALUES ('run-dead-queued', 'wf', 'd', 'run', 'running', 'now', 'now')`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.ClaimRuns(ctx, 10, nil)
+	if err != nil || len(got) != 1 || got[0] != (events.Claim{RunID: "run-dead-queued", State: "running", Epoch: 8}) {
+		t.Fatalf("ClaimRuns = %+v, %v; want the dead owner's running run at epoch 8", got, err)
+	}
+}
