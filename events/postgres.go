@@ -79,6 +79,16 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if opts.ReadOnly {
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 	}
+	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		// agentctl never leaves a transaction waiting on a person; one left
+		// open by a paused process would hold the row locks a takeover of
+		// its runs needs, so the server ends it after a lease's life.
+		ttl := opts.LeaseTTL
+		if ttl <= 0 {
+			ttl = DefaultLeaseTTL
+		}
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(ttl.Milliseconds())
+	}
 	sdb := sql.OpenDB(stdlib.GetConnector(*cfg))
 	// The group-commit writer needs one connection; readers, run locks and
 	// a worker's concurrent runs the rest. Few idle ones: a fleet of
