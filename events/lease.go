@@ -123,21 +123,6 @@ func (db *DB) LeaseOwner() string {
 	return db.pg.owner
 }
 
-// SetLeaseTTL changes the TTL of the leases claimed from now on (worker
-// --lease); ≤ 0 restores DefaultLeaseTTL. Call it before the first claim:
-// the heartbeat interval is fixed then.
-func (db *DB) SetLeaseTTL(ttl time.Duration) {
-	if db.pg == nil {
-		return
-	}
-	if ttl <= 0 {
-		ttl = DefaultLeaseTTL
-	}
-	db.pg.mu.Lock()
-	db.pg.ttl = ttl
-	db.pg.mu.Unlock()
-}
-
 // LeaseLosses counts the leases this process lost since Open (a metric of
 // the worker: each is a run another worker took over, or whose heartbeat
 // failed past its expiry).

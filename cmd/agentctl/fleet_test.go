@@ -17,6 +17,8 @@ import (
 
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/transport/mcptest"
+	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // fleetTool is act sleeping a random 0-300 ms and counting its executions
@@ -98,7 +100,18 @@ func TestCLI_FleetOnPostgres(t *testing.T) {
 	}
 	tool := &fleetTool{byArg: map[string]int{}}
 	srv := mcptest.Start(t, mcptest.Options{}, tool.def())
-	ids := submitN(t, dsn, queueWorkflow(t, srv.URL, 1), runs)
+	wf, err := spec.Load(queueWorkflow(t, srv.URL, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, runs)
+	for i := range ids {
+		// The library's submit: 60 CLI processes' start-up is not what
+		// this test is about.
+		if ids[i], err = (&workflow.Runner{DB: db}).Submit(context.Background(), wf, map[string]any{"n": i}, workflow.RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	procs := make([]*exec.Cmd, workers)
 	outs := make([]*lockedBuffer, workers)
@@ -109,9 +122,6 @@ func TestCLI_FleetOnPostgres(t *testing.T) {
 		}
 		q := u.Query()
 		q.Set("application_name", fmt.Sprintf("w%d", i))
-		// A transaction left open by the stopped worker would hold the row
-		// locks a takeover needs; end it after half a lease.
-		q.Set("idle_in_transaction_session_timeout", "1000")
 		u.RawQuery = q.Encode()
 		outs[i] = &lockedBuffer{}
 		procs[i] = subprocess(t, "worker", "--concurrency", "8", "--lease", "2s", "--poll", "50ms", "--db", u.String())
@@ -203,16 +213,31 @@ func TestCLI_FleetOnPostgres(t *testing.T) {
 
 	// w1 is paused while it holds leases, until they expire and another
 	// worker claims one of its runs (its epoch goes up), then continued.
+	// The pause must fall between two of its transactions: one left open
+	// would hold the row locks a takeover needs until the server's
+	// idle_in_transaction_session_timeout (a lease's life) ends it, which
+	// is another test's matter.
 	w1 := pidOf["w1"]
 	var stopped []held
-	waitFor("w1 holding a lease", func() bool {
+	waitFor("w1 paused outside a transaction, holding a lease", func() bool {
 		if len(leasesOf(w1)) == 0 {
 			return false
 		}
 		if err := procs[1].Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-		if stopped = leasesOf(w1); len(stopped) == 0 { // it let go just before the stop
+		var busy int
+		for {
+			var active int
+			if err := x.QueryRow(`SELECT count(*) FILTER (WHERE state = 'active'), count(*) FILTER (WHERE state LIKE 'idle in transaction%')
+				FROM pg_stat_activity WHERE application_name = 'w1'`).Scan(&active, &busy); err != nil {
+				t.Fatal(err)
+			}
+			if active == 0 { // a statement w1 sent before the stop has ended
+				break
+			}
+		}
+		if stopped = leasesOf(w1); busy > 0 || len(stopped) == 0 {
 			_ = procs[1].Process.Signal(syscall.SIGCONT)
 			return false
 		}

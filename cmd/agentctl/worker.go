@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -55,11 +56,18 @@ Leases of runs that stopped are released, so another worker resumes them at once
 			if lease < 300*time.Millisecond {
 				return usageErr("--lease %s: want 300ms or more", lease)
 			}
-			db, err := a.openDB(cmd.Context())
+			var db *events.DB
+			var err error
+			if path := a.databasePath(); events.IsPostgres(path) {
+				opts := a.dbOptions()
+				opts.LeaseTTL = lease
+				db, err = events.Open(cmd.Context(), path, opts)
+			} else {
+				db, err = a.openDB(cmd.Context())
+			}
 			if err != nil {
 				return err
 			}
-			db.SetLeaseTTL(lease)
 			w := &workflow.Worker{DB: db, Concurrency: concurrency, Drain: drain, Grace: grace, Poll: poll,
 				NewRunner: func() *workflow.Runner {
 					r := &workflow.Runner{UserAgent: "agentctl/" + version}
