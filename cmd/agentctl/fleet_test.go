@@ -332,3 +332,75 @@ func TestCLI_FleetOnPostgres(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI_WorkerLeasesOnPostgres: while a worker's two runs are each in
+// their first call, `runs list` names the worker (host/pid/…) as their
+// lease owner with time left; on SIGTERM the runs stop before their next
+// task and the worker releases both leases (no owner, no expiry) before it
+// exits, so another worker takes them at once.
+func TestCLI_WorkerLeasesOnPostgres(t *testing.T) {
+	dsn := testkit.PostgresDB(t)
+	tool := newCountingTool()
+	tool.blockAfter(0, 2)
+	srv := mcptest.Start(t, mcptest.Options{}, tool.def())
+	ids := submitN(t, dsn, queueWorkflow(t, srv.URL, 2), 2)
+	w := subprocess(t, "worker", "--concurrency", "2", "--poll", "20ms", "--lease", "10s", "--db", dsn)
+	out := &lockedBuffer{}
+	w.Stdout, w.Stderr = out, out
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Process.Kill(); _ = w.Wait() })
+	for range 2 {
+		select {
+		case <-tool.entered:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the runs' first calls never arrived (a failsafe, not a synchronisation)\n%s", out.String())
+		}
+	}
+	owner := fmt.Sprintf("/%d/", w.Process.Pid)
+	list, stderr, code := cli(t, "runs", "list", "--db", dsn)
+	if code != 0 {
+		t.Fatalf("runs list: exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(list), "\n")
+	if !strings.Contains(lines[0], "OWNER") || !strings.Contains(lines[0], "LEASE") || len(lines) != 3 {
+		t.Fatalf("runs list on PostgreSQL:\n%s", list)
+	}
+	for _, l := range lines[1:] {
+		if !strings.Contains(l, "running") || !strings.Contains(l, owner) || !strings.HasSuffix(l, " left") {
+			t.Fatalf("runs list line %q: want running, owner %s…, time left", l, owner)
+		}
+	}
+	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	failsafe := time.After(60 * time.Second)
+	poll := time.NewTicker(20 * time.Millisecond) // reads the worker's output
+	defer poll.Stop()
+	for !strings.Contains(out.String(), "worker: stopping") {
+		select {
+		case <-poll.C:
+		case <-failsafe:
+			t.Fatalf("the worker never said it was stopping\n%s", out.String())
+		}
+	}
+	tool.unblock()
+	if err := w.Wait(); err != nil {
+		t.Fatalf("worker after SIGTERM: %v\n%s", err, out.String())
+	}
+	db := openLog(t, dsn)
+	for _, id := range ids {
+		var owner, expires *string
+		var epoch int64
+		if err := db.SQL().QueryRow(`SELECT owner, lease_expires_at::text, lease_epoch FROM run_leases WHERE run_id = $1`, id).Scan(&owner, &expires, &epoch); err != nil {
+			t.Fatal(err)
+		}
+		if owner != nil || expires != nil || epoch != 1 {
+			t.Fatalf("run %s after SIGTERM: lease owner %v, expiry %v, epoch %d; want released at epoch 1", id, owner, expires, epoch)
+		}
+	}
+	if states := runStates(t, dsn); states[ids[0]] != "running" || states[ids[1]] != "running" {
+		t.Fatalf("states after the stop: %v", states)
+	}
+}
