@@ -23,6 +23,15 @@ import (
 // A worker takes a run at most once in its life: a run it stopped or could
 // not resume waits for another worker or an operator.
 //
+// On PostgreSQL (LeaseQueue, chosen when Queue is nil) the runs are
+// claimed, not listed: a lease per run (events.ClaimRuns) taken from the
+// queued runs and the running ones whose lease expired or whose owner's
+// session is gone, renewed by a heartbeat and checked by every append. A
+// worker that loses a lease (it was paused past it, or its database was
+// unreachable) stops writing that run, which another worker has taken
+// over: its WorkerRun says StateLeaseLost. With Drain, "nothing left to
+// take" does not wait for runs other live workers hold.
+//
 // Stopping: when the context passed to Run is cancelled (SIGTERM,
 // SIGINT), the worker takes no new run and closes Runner.Stop: each run
 // finishes the task in flight and stops before the next, left resumable.
