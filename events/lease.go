@@ -178,6 +178,13 @@ func (db *DB) lockRunPostgres(runID string) (func(), error) {
 			p.mu.Unlock()
 			return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
 		}
+		p.mu.Unlock()
+		// The claim may have lapsed while this process could not run (a
+		// pause): say so now rather than load a log another owns.
+		if err := db.checkClaim(l); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
 		l.adopted = true
 		p.mu.Unlock()
 		return db.releaseFunc(l), nil
@@ -202,6 +209,22 @@ func (db *DB) lockRunPostgres(runID string) (func(), error) {
 	p.mu.Unlock()
 	db.startHeartbeat()
 	return db.releaseFunc(l), nil
+}
+
+// checkClaim makes sure claim l is still this process's current,
+// unexpired lease; if not, it is lost.
+func (db *DB) checkClaim(l *lease) error {
+	var one int
+	err := db.x.QueryRowContext(context.Background(), `SELECT 1 FROM run_leases
+WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`, l.runID, db.pg.owner, l.epoch).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		db.loseLease(l)
+		return &LeaseLostError{RunID: l.runID, Epoch: l.epoch}
+	case err != nil:
+		return &Error{Op: "check lease of run " + l.runID, Path: db.path, Err: classify(err)}
+	}
+	return nil
 }
 
 // releaseFunc is the unlock of lease l: it forgets l and, unless l was

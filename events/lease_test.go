@@ -231,3 +231,27 @@ func TestLease_DeadOwnerTakenAtOnce(t *testing.T) {
 		t.Fatalf("ClaimRuns = %+v, %v; want the dead owner's running run at epoch 8", got, err)
 	}
 }
+
+// TestLease_ClaimLapsedBeforeLockRun: a claim that expired and was taken
+// over before this process's LockRun adopted it (the process was paused
+// in between) is reported lost, not handed out.
+func TestLease_ClaimLapsedBeforeLockRun(t *testing.T) {
+	a, b := twoProcesses(t)
+	ctx := context.Background()
+	if _, err := a.SQL().Exec(`INSERT INTO runs (run_id, workflow, workflow_digest, mode, state, started_at, updated_at)
+		VALUES ('run-q', 'wf', 'd', 'run', 'queued', 'now', 'now')`); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.ClaimRuns(ctx, 1, nil); err != nil || len(got) != 1 {
+		t.Fatalf("ClaimRuns = %+v, %v", got, err)
+	}
+	expireLease(t, a, "run-q")
+	if got, err := b.ClaimRuns(ctx, 1, nil); err != nil || len(got) != 1 || got[0].Epoch != 2 {
+		t.Fatalf("b.ClaimRuns of the lapsed claim = %+v, %v; want it at epoch 2", got, err)
+	}
+	_, err := a.LockRun("run-q")
+	var le *events.LeaseLostError
+	if !errors.As(err, &le) || le.Epoch != 1 || a.LeaseLosses() != 1 {
+		t.Fatalf("LockRun of a lapsed claim = %v (losses %d); want the lease lost at epoch 1", err, a.LeaseLosses())
+	}
+}

@@ -16,6 +16,9 @@ type workerResult struct {
 	Runs []workflow.WorkerRun `json:"runs"`
 	// Stopped: the worker ended on a signal, not because the queue was drained.
 	Stopped bool `json:"stopped"`
+	// LeaseLosses counts the runs whose lease this worker lost (PostgreSQL;
+	// always 0 on SQLite): another worker took them over.
+	LeaseLosses int64 `json:"leaseLosses"`
 }
 
 func (a *app) workerCmd() *cobra.Command {
@@ -116,7 +119,7 @@ Leases of runs that stopped are released, so another worker resumes them at once
 			if runs == nil {
 				runs = []workflow.WorkerRun{}
 			}
-			res := workerResult{Runs: runs, Stopped: cmd.Context().Err() != nil}
+			res := workerResult{Runs: runs, Stopped: cmd.Context().Err() != nil, LeaseLosses: db.LeaseLosses()}
 			switch a.output {
 			case "json":
 				return a.printJSON(a.stdout, "WorkerResult", true, res)
@@ -125,7 +128,11 @@ Leases of runs that stopped are released, so another worker resumes them at once
 				if res.Stopped {
 					how = "stopped"
 				}
-				fmt.Fprintf(a.stderr, "worker: %s, %d run(s) taken\n", how, len(runs))
+				lost := ""
+				if events.IsPostgres(db.Path()) {
+					lost = fmt.Sprintf(", %d lease(s) lost", res.LeaseLosses)
+				}
+				fmt.Fprintf(a.stderr, "worker: %s, %d run(s) taken%s\n", how, len(runs), lost)
 			}
 			return nil
 		},
