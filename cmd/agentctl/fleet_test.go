@@ -409,4 +409,3 @@ func TestCLI_WorkerLeasesOnPostgres(t *testing.T) {
 		t.Fatalf("states after the stop: %v", states)
 	}
 }
-
