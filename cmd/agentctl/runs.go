@@ -122,7 +122,7 @@ func withLeases(ctx context.Context, db *events.DB, runs []projector.RunSummary)
 // printRuns writes the runs table for a human; leases adds the OWNER and
 // LEASE columns (PostgreSQL).
 func printRuns(a *app, runs []runListItem, leases bool) {
-	head := fmt.Sprintf("%-43s %-20s %-10s %-20s %10s %5s", "ID", "WORKFLOW", "STATE", "STARTED", "DURATION", "CALLS")
+	head := fmt.Sprintf("%-43s %-20s %-7s %-10s %-20s %10s %5s", "ID", "WORKFLOW", "MODE", "STATE", "STARTED", "DURATION", "CALLS")
 	if leases {
 		head += fmt.Sprintf("  %-32s %s", "OWNER", "LEASE")
 	}
@@ -137,7 +137,7 @@ func printRuns(a *app, runs []runListItem, leases bool) {
 		if t, err := time.Parse(time.RFC3339Nano, r.StartedAt); err == nil {
 			started = t.Format("2006-01-02 15:04:05")
 		}
-		line := fmt.Sprintf("%-43s %-20s %-10s %-20s %10s %5d", r.RunID, clean(r.Workflow), r.State, started, dur, r.Calls)
+		line := fmt.Sprintf("%-43s %-20s %-7s %-10s %-20s %10s %5d", r.RunID, clean(r.Workflow), r.Mode, r.State, started, dur, r.Calls)
 		if leases {
 			owner, until := "-", "-"
 			if r.Owner != nil && r.LeaseExpiresAt != nil {
