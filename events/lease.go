@@ -84,8 +84,8 @@ type pgState struct {
 	// claims leases; guarded by liveMu.
 	liveMu sync.Mutex
 	live   *sql.Conn
-	mu     sync.Mutex
-	ttl    time.Duration
+	ttl    time.Duration // fixed at Open (Options.LeaseTTL)
+	mu     sync.Mutex    // guards leases and each lease's fields
 	leases map[string]*lease
 	losses atomic.Int64
 	hbOnce sync.Once
