@@ -197,12 +197,19 @@ func TestCLI_FleetOnPostgres(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatal(err)
 	}
+	// (A run listed running may show no lease: it finished and gave the
+	// lease back between the two reads of runs list.)
 	leased := 0
 	for _, r := range list.Data {
-		if r.Owner != nil && r.LeaseExpiresAt != nil {
-			leased++
-		} else if r.State == "running" {
-			t.Errorf("runs list: running run %s shows no lease owner", r.RunID)
+		if r.Owner == nil || r.LeaseExpiresAt == nil {
+			continue
+		}
+		leased++
+		if !ownedBy(*r.Owner, pidOf["w0"]) && !ownedBy(*r.Owner, pidOf["w1"]) && !ownedBy(*r.Owner, pidOf["w2"]) {
+			t.Errorf("runs list: run %s leased by %q, not a worker", r.RunID, *r.Owner)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, *r.LeaseExpiresAt); err != nil {
+			t.Errorf("runs list: run %s leaseExpiresAt %q: %v", r.RunID, *r.LeaseExpiresAt, err)
 		}
 	}
 	if leased == 0 {
