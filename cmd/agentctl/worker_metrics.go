@@ -41,11 +41,6 @@ type workerMetrics struct {
 	calls                         map[fsm.State]prometheus.Counter
 	redispatches, uncertain       prometheus.Counter
 	commitLatency                 prometheus.Histogram
-
-	// LeaseLosses, when set before the metrics are served, reports how
-	// many run leases this worker has lost so far (a PostgreSQL lease
-	// that expired or was taken over); nil exports 0.
-	LeaseLosses func() int64
 }
 
 // callOutcomes are the terminal call states, each a value of the outcome
@@ -91,12 +86,7 @@ func newWorkerMetrics(db *events.DB) *workerMetrics {
 	leaseLosses := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: metricsPrefix + "lease_losses_total",
 		Help: "Run leases this worker lost (expired or taken over) while it held the run.",
-	}, func() float64 {
-		if m.LeaseLosses == nil {
-			return 0
-		}
-		return float64(m.LeaseLosses())
-	})
+	}, func() float64 { return float64(db.LeaseLosses()) })
 	m.reg.MustRegister(claimed, m.finished, calls, m.redispatches, m.uncertain, m.commitLatency, leaseLosses,
 		queueDepth{db: db, desc: prometheus.NewDesc(metricsPrefix+"queue_depth", "Queued runs waiting for a worker, counted at each scrape.", nil, nil)},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
