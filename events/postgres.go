@@ -90,11 +90,13 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(ttl.Milliseconds())
 	}
 	sdb := sql.OpenDB(stdlib.GetConnector(*cfg))
-	// The group-commit writer needs one connection; readers, run locks and
-	// a worker's concurrent runs the rest. Few idle ones: a fleet of
-	// workers must fit in the server's max_connections.
+	// The group-commit writer needs one connection; readers, the owner's
+	// advisory-lock session and a worker's concurrent runs the rest. Up to
+	// 8 kept idle (for 30 s at most): with 2, a busy worker opened about
+	// one new server session per run (BENCHMARKS.md, PostgreSQL), and a
+	// fleet of workers still fits in the server's max_connections.
 	sdb.SetMaxOpenConns(32)
-	sdb.SetMaxIdleConns(2)
+	sdb.SetMaxIdleConns(8)
 	sdb.SetConnMaxIdleTime(30 * time.Second)
 	x := &Handle{sqlx.NewDb(sdb, "pgx")}
 	db := &DB{x: x, path: red, backend: migrations.Postgres, Now: time.Now, tips: map[string]tip{}, pg: newPGState(opts.LeaseTTL)}
