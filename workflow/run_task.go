@@ -210,6 +210,14 @@ func sessionStream(remote string, gen int) string { return fmt.Sprintf("session/
 
 // openSession initializes a new session (the next generation) and lists
 // its tools. The caller holds sessMu.
+//
+// It takes four commits, each before the bytes it guards are sent: the
+// initialize request; its response with notifications/initialized;
+// session.opened with the tools/list request; the last tools/list response
+// with session.catalog. A response is read last on its exchange, so
+// holding it until the next step's commit still puts every frame on disk
+// before the next one is read; if the open fails, the held response rides
+// with the failure the caller records.
 func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
 	conn, err := rn.conn(remote)
 	if err != nil {
@@ -220,7 +228,7 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 	gen := rn.gens[remote]
 	rn.mu.Unlock()
 	base := projector.Frame{Remote: remote, Generation: gen, TaskID: taskID, Attempt: attempt}
-	sink := rn.sink(sessionStream(remote, gen), base)
+	sink := rn.frameSink(sessionStream(remote, gen), base, true)
 	sess, err := conn.Connect(ctx, sink)
 	if err != nil {
 		return nil, err
@@ -235,9 +243,8 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 	if rec, ok := sess.(Recorded); ok {
 		opened.SourceRunID, opened.SourceTaskID = rec.SourceRunID(), rec.SourceTaskID()
 	}
-	if err := rn.append(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionOpened, Payload: opened}); err != nil {
-		return nil, err
-	}
+	// Committed with the tools/list request.
+	rn.later(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionOpened, Payload: opened})
 	cat, err := sess.ListTools(ctx, sink)
 	if err != nil {
 		return nil, err
