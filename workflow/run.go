@@ -167,7 +167,7 @@ type run struct {
 	// append waits until they are durable, so the tasks it needs are
 	// recorded finished before anything of its own.
 	waitFor []*carry
-	// carrying are the carries this lane's first append commits.
+	// carrying are the carries this lane's next append commits.
 	carrying []*carry
 	// view is the template scope the task renders with: the outputs of
 	// the tasks that had ended when it started.
@@ -231,7 +231,7 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	for _, c := range rn.waitFor {
 		<-c.done
 		if c.err != nil {
-			return fmt.Errorf("a task this one needs was not recorded finished: %w", c.err)
+			return fmt.Errorf("a commit this task waits for (a task it needs, or its session's catalog) failed: %w", c.err)
 		}
 	}
 	rn.waitFor = nil

@@ -24,6 +24,10 @@ type remoteState struct {
 	catalog  *transport.Catalog
 	owner    string // task that opened the session
 	attached map[string]bool
+	// recorded is settled once session.catalog is durable: it rides with
+	// the opening lane's next commit, and a lane that uses the session
+	// commits nothing before it.
+	recorded *carry
 }
 
 // task runs one attempt of a task and returns its output, or the failure
@@ -185,8 +189,13 @@ func (rn *run) current(remote string) *remoteState {
 	return rn.remotes[remote]
 }
 
-// attach records that taskID uses rs, once per task (sessMu held).
+// attach records that taskID uses rs, once per task (sessMu held). The
+// lane's next commit waits until rs's catalog is durable, so nothing is
+// sent on rs before its session.catalog is on disk.
 func (rn *run) attach(rs *remoteState, taskID string) {
+	if c := rs.recorded; c != nil && !containsCarry(rn.carrying, c) {
+		rn.waitFor = append(rn.waitFor, c)
+	}
 	if rs.owner != taskID && !rs.attached[taskID] {
 		rs.attached[taskID] = true
 		ref := projector.SessionRef{Remote: rs.name, Generation: rs.gen, TaskID: taskID, FromTaskID: rs.owner}
@@ -211,13 +220,15 @@ func sessionStream(remote string, gen int) string { return fmt.Sprintf("session/
 // openSession initializes a new session (the next generation) and lists
 // its tools. The caller holds sessMu.
 //
-// It takes four commits, each before the bytes it guards are sent: the
-// initialize request; its response with notifications/initialized;
-// session.opened with the tools/list request; the last tools/list response
-// with session.catalog. A response is read last on its exchange, so
-// holding it until the next step's commit still puts every frame on disk
-// before the next one is read; if the open fails, the held response rides
-// with the failure the caller records.
+// It takes three commits of its own, each before the bytes it guards are
+// sent: the initialize request; its response with
+// notifications/initialized; session.opened with the tools/list request.
+// The last tools/list response and session.catalog ride with the lane's
+// next commit (its call's request, or the failure it records); other
+// lanes wait for that commit before their own (attach). A response is
+// read last on its exchange, so holding it until the next step's commit
+// still puts every frame on disk before the next one is read; if the open
+// fails, the held response rides with the failure the caller records.
 func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
 	conn, err := rn.conn(remote)
 	if err != nil {
@@ -254,9 +265,9 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 		rec.Tools = append(rec.Tools, projector.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
 	}
-	if err := rn.append(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionCatalog, Payload: rec}); err != nil {
-		return nil, err
-	}
+	rn.later(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionCatalog, Payload: rec})
+	rs.recorded = &carry{done: make(chan struct{})}
+	rn.carrying = append(rn.carrying, rs.recorded)
 	rs.catalog = cat
 	rn.mu.Lock()
 	rn.remotes[remote] = rs
