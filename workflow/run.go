@@ -228,13 +228,9 @@ func (rn *run) append(recs ...events.Record) error {
 // last seq is still after (-1: any). Resume uses it so that two processes
 // resuming one run cannot both go on.
 func (rn *run) appendAfter(after int64, recs ...events.Record) error {
-	for _, c := range rn.waitFor {
-		<-c.done
-		if c.err != nil {
-			return fmt.Errorf("a commit this task waits for (a task it needs, or its session's catalog) failed: %w", c.err)
-		}
+	if err := rn.awaitCarries(); err != nil {
+		return err
 	}
-	rn.waitFor = nil
 	if len(rn.pending) > 0 {
 		recs = append(rn.pending, recs...)
 		rn.pending = nil
@@ -254,6 +250,19 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 		return err
 	}
 	rn.observe(evs)
+	return nil
+}
+
+// awaitCarries waits until the commits this lane must follow (waitFor)
+// are durable.
+func (rn *run) awaitCarries() error {
+	for _, c := range rn.waitFor {
+		<-c.done
+		if c.err != nil {
+			return fmt.Errorf("a commit this task waits for (a task it needs, or its session's catalog) failed: %w", c.err)
+		}
+	}
+	rn.waitFor = nil
 	return nil
 }
 

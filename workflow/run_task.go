@@ -171,8 +171,14 @@ func toolNames(c *transport.Catalog) string {
 
 // session returns the run's live session with remote, opening one if
 // needed. Concurrent tasks share it: the first opens it, the others wait
-// and attach.
+// and attach. The lane first waits for the commits it must follow (the
+// tasks it needs, carried by another lane's first commit): a lane that
+// opens a session commits under sessMu, and must not wait there for a
+// lane that is itself waiting for sessMu.
 func (rn *run) session(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
+	if err := rn.awaitCarries(); err != nil {
+		return nil, err
+	}
 	rn.sessMu.Lock()
 	defer rn.sessMu.Unlock()
 	if rs := rn.current(remote); rs != nil {
