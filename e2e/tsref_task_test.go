@@ -34,6 +34,17 @@ func TestTS_TaskCLI(t *testing.T) {
 		if code != 0 || !strings.Contains(insp, `"taskIdDigest": "sha256:`) || !strings.Contains(insp, `"status": "completed"`) {
 			t.Fatalf("inspect exit %d:\n%s", code, insp)
 		}
+		// The replay answers the task (its stage messages, polls and
+		// result) from the log: the same task history, no socket.
+		out, stderr, code = agentctl(t, "replay", env.Data.RunID, "--db", db, "--output", "json")
+		if code != 0 {
+			t.Fatalf("replay exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+		}
+		rep := parseRunEnvelope(t, out)
+		rinsp, _, code := agentctl(t, "inspect", rep.Data.RunID, "--db", db, "--output", "json")
+		if code != 0 || strings.Count(rinsp, `"statusMessage"`) != strings.Count(insp, `"statusMessage"`) || !strings.Contains(rinsp, `"status": "completed"`) {
+			t.Fatalf("inspect of the replay exit %d:\n%s\nsource:\n%s", code, rinsp, insp)
+		}
 	})
 
 	t.Run("kill -9 while polling, then resume", func(t *testing.T) {
@@ -83,6 +94,9 @@ func TestTS_TaskCLI(t *testing.T) {
 		log := strings.Join(describe(t, db, ids[0]), "\n")
 		if !strings.Contains(log, "session.reattached") || !strings.Contains(log, "run.finished succeeded") {
 			t.Fatalf("log:\n%s", log)
+		}
+		if out, stderr, code := agentctl(t, "replay", ids[0], "--db", dbPath, "--output", "json"); code != 0 {
+			t.Fatalf("replay of the resumed run exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 		}
 	})
 }

@@ -58,6 +58,13 @@ func (db *DB) append(ctx context.Context, runID string, after int64, recs []Reco
 func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member) ([]Event, error) {
 	ctx := context.WithoutCancel(m.ctx) // a cancelled statement would roll back the whole batch
 	runID := m.runID
+	if db.pg != nil {
+		// Fencing: only the lease's current holder (or anyone, while no
+		// one holds a live lease) appends to the run.
+		if err := db.fence(ctx, tx, runID); err != nil {
+			return nil, err
+		}
+	}
 	t, ok := tips[runID]
 	if !ok && m.after < 0 {
 		t, ok = db.tips[runID]

@@ -41,6 +41,10 @@ type Options struct {
 	// (PRAGMA max_page_count on every connection): a write past it fails
 	// with SQLITE_FULL, as on a full disk. For tests; 0 = no cap.
 	MaxPageCount int
+	// LeaseTTL is how long a PostgreSQL run lease lasts without a
+	// heartbeat (renewed every LeaseTTL/3); ≤ 0 means DefaultLeaseTTL.
+	// SQLite ignores it: its run lock dies with the process.
+	LeaseTTL time.Duration
 }
 
 // Error is a storage failure; the CLI maps it to exit code 5.
@@ -211,7 +215,7 @@ func (db *DB) init(ctx context.Context, readOnly bool) error {
 func (db *DB) Close() error {
 	db.stopCheckpointer()
 	db.locks.close()
-	db.pg.close()
+	db.pg.close(db)
 	db.stmts.close()
 	return db.x.Close()
 }

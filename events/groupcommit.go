@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Group commit (the etcd/raft WAL pattern; LevelDB's write group): every
@@ -51,6 +52,10 @@ type writeGroup struct {
 	// queued, when set (tests), is called under mu as each member joins:
 	// lead says whether it leads at once.
 	queued func(lead bool)
+	// observer sees each commit (observe.go); observed is its reused
+	// buffer. Both are guarded by DB.wmu.
+	observer CommitObserver
+	observed [][]Event
 }
 
 // CommitStats counts the append path's work since Open.
@@ -138,6 +143,10 @@ func (db *DB) commitBatch(batch []*member) {
 		}
 	}
 	ctx := context.Background() // one member's cancellation must not abort the others'
+	var started time.Time
+	if db.group.observer != nil {
+		started = time.Now()
+	}
 	tx, err := db.BeginTx(ctx)
 	if err != nil {
 		fail(err)
@@ -192,5 +201,8 @@ func (db *DB) commitBatch(batch []*member) {
 	}
 	for run := range failed {
 		delete(db.tips, run) // re-read the tip next time
+	}
+	if db.group.observer != nil {
+		db.observeCommit(started, live)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,7 +22,7 @@ import (
 // (Handle rebinds ? to $N), the same hash chain. What differs lives here:
 // opening through pgx's stdlib driver under sqlx's "pgx" name, the schema
 // check (PostgreSQL is migrated by `agentctl db migrate`, never implicitly),
-// SQLSTATE classification, and the per-run writer lock.
+// SQLSTATE classification, and the per-run writer lease (lease.go).
 
 // IsPostgres reports whether dsn is a postgres:// or postgresql:// URL
 // rather than a SQLite path.
@@ -57,13 +56,6 @@ type DSN string
 
 func (d DSN) String() string { return RedactDSN(string(d)) }
 
-// pgState is what a PostgreSQL DB holds beyond the pool: the per-run
-// advisory locks, each on a connection of its own.
-type pgState struct {
-	mu    sync.Mutex
-	locks map[string]*sql.Conn
-}
-
 // openPostgres connects, checks the schema version and loads the
 // encryption settings.
 func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
@@ -87,15 +79,27 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if opts.ReadOnly {
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 	}
+	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		// agentctl never leaves a transaction waiting on a person; one left
+		// open by a paused process would hold the row locks a takeover of
+		// its runs needs, so the server ends it after a lease's life.
+		ttl := opts.LeaseTTL
+		if ttl <= 0 {
+			ttl = DefaultLeaseTTL
+		}
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(ttl.Milliseconds())
+	}
 	sdb := sql.OpenDB(stdlib.GetConnector(*cfg))
-	// The group-commit writer needs one connection; readers, run locks and
-	// a worker's concurrent runs the rest. Few idle ones: a fleet of
-	// workers must fit in the server's max_connections.
+	// The group-commit writer needs one connection; readers, the owner's
+	// advisory-lock session and a worker's concurrent runs the rest. Up to
+	// 8 kept idle (for 30 s at most): with 2, a busy worker opened about
+	// one new server session per run (BENCHMARKS.md, PostgreSQL), and a
+	// fleet of workers still fits in the server's max_connections.
 	sdb.SetMaxOpenConns(32)
-	sdb.SetMaxIdleConns(2)
+	sdb.SetMaxIdleConns(8)
 	sdb.SetConnMaxIdleTime(30 * time.Second)
 	x := &Handle{sqlx.NewDb(sdb, "pgx")}
-	db := &DB{x: x, path: red, backend: migrations.Postgres, Now: time.Now, tips: map[string]tip{}, pg: &pgState{locks: map[string]*sql.Conn{}}}
+	db := &DB{x: x, path: red, backend: migrations.Postgres, Now: time.Now, tips: map[string]tip{}, pg: newPGState(opts.LeaseTTL)}
 	fail := func(op string, err error) (*DB, error) {
 		_ = sdb.Close()
 		return nil, &Error{Op: op, Path: red, Err: classify(err)}
@@ -182,53 +186,3 @@ func retryable(err error) bool {
 
 // maxAppendRetries bounds how often a retryable append is tried again.
 const maxAppendRetries = 5
-
-// lockRunPostgres takes a session advisory lock for runID on a connection
-// held until unlock; PostgreSQL drops it when the session ends, so a
-// killed process leaves no lock behind.
-func (db *DB) lockRunPostgres(runID string) (func(), error) {
-	p := db.pg
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.locks[runID] != nil {
-		return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
-	}
-	ctx := context.Background()
-	conn, err := db.x.Conn(ctx)
-	if err != nil {
-		return nil, &Error{Op: "lock run " + runID, Path: db.path, Err: classify(err)}
-	}
-	var ok bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, int64(runLockOffset(runID))).Scan(&ok); err != nil {
-		_ = conn.Close()
-		return nil, &Error{Op: "lock run " + runID, Path: db.path, Err: classify(err)}
-	}
-	if !ok {
-		_ = conn.Close()
-		return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
-	}
-	p.locks[runID] = conn
-	return func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		c := p.locks[runID]
-		if c == nil {
-			return
-		}
-		delete(p.locks, runID)
-		_, _ = c.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(runLockOffset(runID)))
-		_ = c.Close()
-	}, nil
-}
-
-func (p *pgState) close() {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for id, c := range p.locks {
-		_ = c.Close() // a closed session drops its advisory locks
-		delete(p.locks, id)
-	}
-}

@@ -32,7 +32,10 @@ type runLocks struct {
 // before the first wrote). It fails at once with ErrRunBusy when another
 // process, or this one, holds the run.
 //
-// On PostgreSQL it is a session advisory lock (postgres.go).
+// On PostgreSQL it is a lease (lease.go): a claim of the run's row in
+// run_leases with a new epoch, renewed by a heartbeat; unlock releases it.
+// A run this process claimed with ClaimRuns is handed over without a
+// second claim.
 func (db *DB) LockRun(runID string) (unlock func(), err error) {
 	if db.pg != nil {
 		return db.lockRunPostgres(runID)

@@ -218,7 +218,8 @@ func BenchmarkProgressPersistence(b *testing.B) {
 // callsPerRound echo tasks, then callsPerRound single-event commits), so
 // that all three see the same machine: on a shared VM the speed drifts by
 // tens of percent between minutes, which separate sub-benchmarks would
-// fold into the ratio. It reports each per call and eff = (a + 2·d) / c.
+// fold into the ratio. It reports each per call and eff = (a + 2·d) / c,
+// on SQLite (full, normal) and on PostgreSQL.
 func BenchmarkCallEfficiency(b *testing.B) {
 	const callsPerRound = 100
 	_, url := demotest.StartTest(b, demoserver.Options{})
@@ -234,9 +235,20 @@ func BenchmarkCallEfficiency(b *testing.B) {
 		b.Fatal(err)
 	}
 	payload := json.RawMessage(`{"dir":"in","kind":"notification","method":"notifications/progress","body":{"jsonrpc":"2.0"}}`)
-	for _, d := range []events.Durability{events.DurabilityFull, events.DurabilityNormal} {
-		b.Run(string(d), func(b *testing.B) {
-			cdb, ddb := openBenchDB(b, d), openBenchDB(b, d)
+	// SQLite at both durabilities, and PostgreSQL (AGENTCTL_TEST_POSTGRES;
+	// skipped without it outside CI) with synchronous_commit on: d is then
+	// one PostgreSQL commit.
+	backends := []struct {
+		name string
+		open func(b *testing.B) *events.DB
+	}{
+		{string(events.DurabilityFull), func(b *testing.B) *events.DB { return openBenchDB(b, events.DurabilityFull) }},
+		{string(events.DurabilityNormal), func(b *testing.B) *events.DB { return openBenchDB(b, events.DurabilityNormal) }},
+		{"postgres", func(b *testing.B) *events.DB { return testkit.OpenDB(b, testkit.PostgresDB(b), events.Options{}) }},
+	}
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			cdb, ddb := be.open(b), be.open(b)
 			var ta, tc, td time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

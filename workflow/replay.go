@@ -49,7 +49,7 @@ type DivergenceError struct {
 	SourceRunID string
 	TaskID      string
 	Attempt     int
-	Field       string // "call", "server", "tool", "argumentsDigest", "dispatch", "session"
+	Field       string // "call", "server", "tool", "argumentsDigest", "dispatch", "session", "task"
 	Recorded    string
 	Replayed    string
 }
@@ -65,6 +65,12 @@ func (e *DivergenceError) Error() string {
 func (e *DivergenceError) Unwrap() []error {
 	return []error{&transport.Error{Op: "replay", Kind: KindDivergence, Message: e.Field},
 		&callFailure{kind: KindDivergence, msg: e.Error()}}
+}
+
+// isDivergence reports whether err is a replay's divergence from its source.
+func isDivergence(err error) bool {
+	var de *DivergenceError
+	return errors.As(err, &de)
 }
 
 // Replay is everything needed to re-run a recorded run.
@@ -120,6 +126,11 @@ func (d *ReplayDialer) Unused() []string {
 	for k, c := range d.src.calls {
 		if c.next < len(c.sends) {
 			out = append(out, fmt.Sprintf("%s/%d/%d (%d of %d sends replayed)", k.task, k.attempt, k.ordinal, c.next, len(c.sends)))
+		}
+		for i, s := range c.sends {
+			if t := s.task; t != nil && t.next < len(t.steps) {
+				out = append(out, fmt.Sprintf("%s/%d/%d send %d (%d of %d task requests replayed)", k.task, k.attempt, k.ordinal, i+1, t.next, len(t.steps)))
+			}
 		}
 	}
 	sort.Strings(out)

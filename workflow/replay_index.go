@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
@@ -25,6 +26,23 @@ type recSession struct {
 	list    frameRefs // frames after it (tools/list)
 	catalog *projector.SessionCatalog
 	failure *sessionFail // why initialize or tools/list failed; nil if unknown
+	// toolCallTasks: its initialize result advertised task-augmented
+	// tools/call (read from the recorded response frame).
+	toolCallTasks bool
+	// abandoned: the process ended before the session was ready (its
+	// catalog); resume opened another, and a replay skips this one.
+	abandoned bool
+	// relists are the tools/list sent again after
+	// notifications/tools/list_changed, in order; listMark is where the
+	// frames after the latest catalog start in list.
+	relists  []relist
+	listMark [2]int64 // len(list.spans), list.count
+}
+
+// relist is one recorded tools/list after notifications/tools/list_changed.
+type relist struct {
+	refs    frameRefs
+	catalog *projector.SessionCatalog
 }
 
 // sessionFail is a recorded failure to open a session or list its tools:
@@ -79,6 +97,12 @@ type recSend struct {
 	result    *projector.CallResult
 	callErr   *projector.CallError
 	trigger   string // the transition fired on callErr
+	// task is the MCP task that answered this send (replay_task_index.go);
+	// the send's outcome is then its CreateTaskResult.
+	task *recTask
+	// interrupted: the process ended with this send's outcome unknown
+	// (run.resumed followed); resume's first transition is its outcome.
+	interrupted bool
 }
 
 type recCall struct {
@@ -104,11 +128,14 @@ type replaySource struct {
 	gens     map[string]int // Connects so far per remote
 	current  *recCall       // the call the run loop expects to make next
 	curKey   callKey
+	// tasks are the recorded tasks a replay has been answered with, by
+	// remote and task id: their requests are answered from their steps.
+	tasks map[string]*recTask
 }
 
 func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replaySource, error) {
 	ix := &indexer{ctx: ctx, intact: map[string]bool{}, src: &replaySource{db: db, runID: runID, sessions: map[string][]*recSession{},
-		calls: map[callKey]*recCall{}, byEffect: map[string]*recCall{}, gens: map[string]int{}}}
+		calls: map[callKey]*recCall{}, byEffect: map[string]*recCall{}, gens: map[string]int{}, tasks: map[string]*recTask{}}}
 	if err := ix.requireIntact(runID); err != nil {
 		return nil, err
 	}
@@ -205,6 +232,11 @@ var indexers = map[string]func(*indexer, events.Event) error{
 	projector.TypeCallTransition: (*indexer).callTransition,
 	projector.TypeCallResult:     (*indexer).callResult,
 	projector.TypeCallError:      (*indexer).callError,
+	projector.TypeRunResumed:     (*indexer).runResumed,
+
+	projector.TypeCallTaskAccepted: (*indexer).callTaskAccepted,
+	projector.TypeCallTaskStatus:   (*indexer).callTaskStatus,
+	projector.TypeCallTaskCancel:   (*indexer).callTaskCancel,
 }
 
 // index reads one event.
@@ -289,11 +321,17 @@ func (ix *indexer) frame(e events.Event) error {
 		return err
 	}
 	if f.EffectID == "" {
+		if err := ix.initializeResult(f, e); err != nil {
+			return err
+		}
 		return ix.sessionFrames(f.Remote, f.Generation).add(src.runID, e.Seq)
 	}
 	s, err := src.sendOf(f.EffectID)
 	if err != nil {
 		return err
+	}
+	if s.task != nil {
+		return ix.taskFrame(s.task, e, f)
 	}
 	if f.Dir == "in" && f.Kind == "response" {
 		if f, err = projector.DecodeFrame(e); err != nil {
@@ -316,11 +354,29 @@ func (ix *indexer) replayFrames(e events.Event) error {
 		return err
 	}
 	if r.EffectID == "" {
+		if s := src.session(r.Remote, r.Generation); s.opened == nil {
+			for _, sp := range r.Spans {
+				err := src.db.ScanRange(ix.ctx, r.SourceRunID, sp[0], sp[1], func(fe events.Event) error {
+					h, err := projector.DecodeFrameHeader(fe)
+					if err != nil {
+						return err
+					}
+					h.Remote, h.Generation = r.Remote, r.Generation
+					return ix.initializeResult(h, fe)
+				})
+				if err != nil {
+					return err
+				}
+			}
+		}
 		return ix.sessionFrames(r.Remote, r.Generation).addSpans(r.SourceRunID, r.Spans, r.Count, r.LastHash)
 	}
 	s, err := src.sendOf(r.EffectID)
 	if err != nil {
 		return err
+	}
+	if s.task != nil {
+		return ix.taskRefs(s.task, r)
 	}
 	for _, sp := range r.Spans {
 		err := src.db.ScanRange(ix.ctx, r.SourceRunID, sp[0], sp[1], func(fe events.Event) error {
@@ -374,7 +430,15 @@ func (ix *indexer) sessionCatalog(e events.Event) error {
 		return err
 	}
 	s := ix.src.session(p.Remote, p.Generation)
-	s.catalog = &p
+	if s.catalog == nil {
+		s.catalog = &p
+	} else { // a relist: its frames are those since the latest catalog
+		n, c := int(s.listMark[0]), s.listMark[1]
+		r := relist{catalog: &p, refs: frameRefs{run: s.list.run, spans: slices.Clone(s.list.spans[n:]), count: s.list.count - c, lastHash: s.list.lastHash}}
+		s.list.spans, s.list.count, s.list.lastHash = s.list.spans[:n], c, ""
+		s.relists = append(s.relists, r)
+	}
+	s.listMark = [2]int64{int64(len(s.list.spans)), s.list.count}
 	kept := ix.unsettled[:0]
 	for _, x := range ix.unsettled {
 		if x != s {
@@ -405,8 +469,22 @@ func (ix *indexer) callTransition(e events.Event) error {
 	if c == nil {
 		return fmt.Errorf("transition of unknown call %s", p.EffectID)
 	}
+	if n := len(c.sends); n > 0 && c.sends[n-1].interrupted && c.sends[n-1].callErr == nil && c.sends[n-1].result == nil &&
+		(p.Trigger == string(fsm.FailAmbiguous) || p.Trigger == string(fsm.FailPossiblyExecuted)) {
+		// Resume decided the interrupted send's fate: a replay, which is
+		// not interrupted, fails there instead, as resume decided (a lost
+		// connection, or possibly executed after a recorded 5xx).
+		kind := string(transport.KindTransportLoss)
+		if p.Trigger == string(fsm.FailPossiblyExecuted) {
+			kind = "interrupted"
+		}
+		c.sends[n-1].callErr = &projector.CallError{EffectID: p.EffectID, Kind: kind, Message: p.Reason}
+	}
 	if n := len(c.sends); n > 0 && c.sends[n-1].callErr != nil && c.sends[n-1].trigger == "" {
 		c.sends[n-1].trigger = p.Trigger
+	}
+	if t := ix.src.taskOf(p.EffectID); t != nil {
+		t.taskTransition(p.Trigger)
 	}
 	if p.Trigger == string(fsm.ReconnectFailed) {
 		// The reconnect's error was recorded (call.error) just before; the
@@ -429,6 +507,10 @@ func (ix *indexer) callResult(e events.Event) error {
 	if err := e.Decode(&p); err != nil {
 		return err
 	}
+	if t := ix.src.taskOf(p.EffectID); t != nil {
+		t.taskResult(&p)
+		return nil
+	}
 	if s := ix.src.lastSend(p.EffectID); s != nil && s.result == nil && s.callErr == nil {
 		s.result = &p
 	}
@@ -442,6 +524,10 @@ func (ix *indexer) callError(e events.Event) error {
 	}
 	if c := ix.src.byEffect[p.EffectID]; c != nil {
 		c.lastErr = &p
+	}
+	if t := ix.src.taskOf(p.EffectID); t != nil {
+		t.taskError(&p)
+		return nil
 	}
 	if s := ix.src.lastSend(p.EffectID); s != nil && s.result == nil && s.callErr == nil {
 		s.callErr = &p

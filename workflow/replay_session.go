@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/internal/canonjson"
@@ -18,6 +19,8 @@ import (
 type replayedError struct {
 	msg string
 	err error
+	// ctxEnded: the source saw this failure because its context ended.
+	ctxEnded bool
 }
 
 func (e *replayedError) Error() string { return e.msg }
@@ -40,8 +43,32 @@ func (s *recSend) failure() error {
 		}
 	case fsm.Cancel:
 		te.Kind, te.Sent = transport.KindCancelled, true
+	case fsm.URLElicitationRequired:
+		// The recorded message is the call's, which names the hosts in
+		// front of the server's error: give back the server's error (its
+		// data from the response frame) so the call says it once again.
+		te.Data = errorData(s.responses)
+		if why, ok := urlElicitation(te); ok {
+			msg, _ := strings.CutPrefix(ce.Message, fmt.Sprintf("%s: %s: ", fsm.ReasonURLElicitationRequired, why))
+			return &replayedError{msg: msg, err: te}
+		}
 	}
 	return &replayedError{msg: ce.Message, err: te}
+}
+
+// errorData is the data member of the last JSON-RPC error response.
+func errorData(responses []projector.Frame) json.RawMessage {
+	for i := len(responses) - 1; i >= 0; i-- {
+		var m struct {
+			Error *struct {
+				Data json.RawMessage `json:"data"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(responses[i].Body, &m) == nil && m.Error != nil {
+			return m.Error.Data
+		}
+	}
+	return nil
 }
 
 // sessionFailure rebuilds a recorded failure to open a session (op
@@ -109,6 +136,9 @@ func (src *replaySource) emitRefs(ctx context.Context, sink transport.Sink, r fr
 func (c *replayConn) Connect(ctx context.Context, sink transport.Sink) (Session, error) {
 	src := c.src
 	src.gens[c.remote]++
+	for g := src.gens[c.remote]; g <= len(src.sessions[c.remote]) && src.sessions[c.remote][g-1].abandoned; g++ {
+		src.gens[c.remote]++ // a session the source's process ended while opening
+	}
 	gen := src.gens[c.remote]
 	if gen > len(src.sessions[c.remote]) {
 		return nil, &DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: "session",
@@ -128,6 +158,7 @@ type replaySession struct {
 	src    *replaySource
 	remote string
 	rec    *recSession
+	lists  int // ListTools answered so far
 }
 
 var _ Recorded = (*replaySession)(nil)
@@ -137,28 +168,57 @@ func (s *replaySession) Info() SessionInfo {
 }
 
 func (s *replaySession) ListTools(ctx context.Context, sink transport.Sink) (*transport.Catalog, error) {
+	s.lists++
+	if s.lists > 1 { // after notifications/tools/list_changed
+		if s.lists-2 >= len(s.rec.relists) {
+			return nil, s.div("session", fmt.Sprintf("%d tools/list on this session", len(s.rec.relists)+1), fmt.Sprintf("tools/list %d", s.lists))
+		}
+		r := s.rec.relists[s.lists-2]
+		if err := s.src.emitRefs(ctx, sink, r.refs); err != nil {
+			return nil, err
+		}
+		return catalogOf(r.catalog), nil
+	}
 	if err := s.src.emitRefs(ctx, sink, s.rec.list); err != nil {
 		return nil, err
 	}
 	if s.rec.catalog == nil {
 		return nil, s.src.sessionFailure("tools/list", s.rec.failure)
 	}
-	cat := &transport.Catalog{Warnings: s.rec.catalog.Warnings}
-	for _, t := range s.rec.catalog.Tools {
+	return catalogOf(s.rec.catalog), nil
+}
+
+// catalogOf rebuilds a recorded catalog.
+func catalogOf(rec *projector.SessionCatalog) *transport.Catalog {
+	cat := &transport.Catalog{Warnings: rec.Warnings}
+	for _, t := range rec.Tools {
 		cat.Tools = append(cat.Tools, transport.Tool{Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
 	}
-	return cat, nil
+	return cat
 }
 
 // CallTool checks the call against the recorded one (server, tool,
 // arguments digest), replays the next recorded send's frames and returns
 // its recorded outcome.
 func (s *replaySession) CallTool(ctx context.Context, req transport.CallRequest, sink transport.Sink) (*transport.CallResult, error) {
-	src := s.src
-	div := func(field, recorded, replayed string) error {
-		return &DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: field, Recorded: recorded, Replayed: replayed}
+	send, err := s.nextSend(ctx, req, sink)
+	if err != nil {
+		return nil, err
 	}
+	switch {
+	case send.result != nil:
+		return send.callResult()
+	case send.callErr != nil:
+		return nil, send.failure()
+	}
+	return nil, s.div("dispatch", "a send without a recorded outcome", "its outcome")
+}
+
+// nextSend checks req against the recorded call (server, tool, arguments
+// digest), takes its next recorded send and references the send's frames.
+func (s *replaySession) nextSend(ctx context.Context, req transport.CallRequest, sink transport.Sink) (*recSend, error) {
+	src, div := s.src, s.div
 	c := src.current
 	if c == nil {
 		return nil, div("call", "no call at this position", fmt.Sprintf("%s/%s", s.remote, req.Tool))
@@ -180,19 +240,19 @@ func (s *replaySession) CallTool(ctx context.Context, req transport.CallRequest,
 	if err := src.emitRefs(ctx, sink, send.refs); err != nil {
 		return nil, err
 	}
-	switch {
-	case send.result != nil:
-		return send.callResult()
-	case send.callErr != nil:
-		return nil, send.failure()
-	}
-	return nil, div("dispatch", "a send without a recorded outcome", "its outcome")
+	return send, nil
 }
 
 // callResult rebuilds the transport result from the recorded response frame.
 func (s *recSend) callResult() (*transport.CallResult, error) {
-	for i := len(s.responses) - 1; i >= 0; i-- {
-		f := s.responses[i]
+	return resultFrom(s.responses, s.result)
+}
+
+// resultFrom rebuilds a tools/call (or tasks/result) result from the last
+// recorded response frame that carries one; rec is its call.result.
+func resultFrom(responses []projector.Frame, rec *projector.CallResult) (*transport.CallResult, error) {
+	for i := len(responses) - 1; i >= 0; i-- {
+		f := responses[i]
 		if f.Dir != "in" || f.Kind != "response" {
 			continue
 		}
@@ -209,18 +269,18 @@ func (s *recSend) callResult() (*transport.CallResult, error) {
 			StructuredContent json.RawMessage `json:"structuredContent"`
 		}
 		if err := json.Unmarshal(m.Result, &r); err != nil {
-			return nil, fmt.Errorf("replay: recorded result of %s: %w", s.result.EffectID, err)
+			return nil, fmt.Errorf("replay: recorded result of %s: %w", rec.EffectID, err)
 		}
 		if bytes.Equal(r.StructuredContent, []byte("null")) {
 			r.StructuredContent = nil
 		}
-		id := s.result.JSONRPCID
+		id := rec.JSONRPCID
 		if len(id) == 0 {
 			id = m.ID
 		}
 		return &transport.CallResult{Raw: m.Result, IsError: r.IsError, Content: r.Content, StructuredContent: r.StructuredContent, ID: id}, nil
 	}
-	return nil, fmt.Errorf("replay: call %s has a recorded result but no response frame", s.result.EffectID)
+	return nil, fmt.Errorf("replay: call %s has a recorded result but no response frame", rec.EffectID)
 }
 
 func (s *replaySession) Close(context.Context) error { return nil }

@@ -90,6 +90,9 @@ func (r *Runner) ResumeWith(ctx context.Context, runID string, opts ResumeOption
 	if l.created.Mode == "replay" {
 		return refuse("a replay cannot be resumed; replay the source run again")
 	}
+	if l.created.Mode == ModeCheck {
+		return refuse("a check (check --remote) cannot be resumed; run agentctl check --remote %s again", l.created.File)
+	}
 	previous := "running"
 	if l.finished != nil {
 		if err := l.resumable(opts.RetryFailed); err != nil {

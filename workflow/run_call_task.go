@@ -46,8 +46,9 @@ func useTask(support transport.TaskSupport, actionTask bool, policy string) (use
 	return false, ""
 }
 
-// taskSession is the call's session as a TaskSession, nil when it speaks
-// no tasks (a replay of a run that used none).
+// taskSession is the call's session as a TaskSession (a network session,
+// or a replay session answering from the recorded task), nil when it
+// speaks no tasks.
 func (c *call) taskSession() TaskSession {
 	ts, _ := c.rs.sess.(TaskSession)
 	return ts
@@ -68,10 +69,6 @@ func (c *call) prepareTask(ctx context.Context) error {
 	use, refuse := c.decideTask()
 	if refuse != "" {
 		return c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported, msg: fmt.Sprintf("tool %q %s; not sent", c.tool.Name, refuse)})
-	}
-	if _, replay := c.rs.sess.(Recorded); use && replay && ts == nil {
-		return c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported,
-			msg: fmt.Sprintf("replay: tool %q is called as an MCP task, and replaying task calls is not supported yet (the log holds the task's evidence: use inspect); not replayed", c.tool.Name)})
 	}
 	if use && (ts == nil || !ts.ToolCallTasks()) {
 		if support == transport.TaskSupportRequired {
@@ -162,6 +159,14 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 	rn := c.rn
 	var held []events.Record
 	pollSink := func(_ context.Context, f transport.Frame) error {
+		if f.Kind == replayedKind { // a replay's reference to the poll's recorded frames
+			rec, err := replayedRecord(c.stream(), c.frameBase(), f.Body)
+			if err != nil {
+				return err
+			}
+			held = append(held, rec)
+			return nil
+		}
 		fr := c.frameBase()
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
 		fr.Body = frameBody(f.Body)
@@ -219,15 +224,21 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 		}
 		c.lastErr = err
 		rn.pending = append(rn.pending, c.errorRecord(err))
+		ended, cancelled := replayedCtxEnd(err) // a replay's context never ends: its source's did
 		switch {
-		case ctx.Err() != nil:
-			if errors.Is(ctx.Err(), context.Canceled) {
+		case ctx.Err() != nil || ended:
+			if errors.Is(ctx.Err(), context.Canceled) || cancelled {
 				c.cancelled = true
 			}
 			if _, ferr := c.fire(fsm.Cancel, err.Error(), false); ferr != nil {
 				return nil, errors.Join(err, ferr)
 			}
 			return c.cancelTask(ctx, ts, "user", "")
+		case isDivergence(err): // a replay asked what its source never did (call.error pending)
+			if _, ferr := c.fire(fsm.FailDefinitive, err.Error(), false); ferr != nil {
+				return nil, errors.Join(err, ferr)
+			}
+			return nil, err
 		case transport.TaskLost(err):
 			if transport.KindOf(err) == transport.KindSessionExpired {
 				rn.pending = append(rn.pending, events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: projector.TypeSessionExpired,
@@ -310,6 +321,9 @@ func (c *call) cancelTask(ctx context.Context, ts TaskSession, cause, statusMess
 	}
 	if rec.Confirmed {
 		return outcome(fsm.TaskCancelled, "", fmt.Errorf("task %s cancelled: %w", c.taskRef(), context.Canceled))
+	}
+	if isDivergence(err) { // a replay: cancelling, so not confirmed
+		return outcome(fsm.FailDefinitive, err.Error(), err)
 	}
 	if err != nil && transport.KindOf(err) == transport.KindRemoteError {
 		// Refused, perhaps because the task had already finished: ask.

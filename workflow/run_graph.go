@@ -218,9 +218,9 @@ func (rn *run) execute(ctx context.Context) *Result {
 	}
 	outputs := map[string]any{}
 	if len(rn.wf.Spec.Outputs) > 0 {
-		v, err := spec.Render(rn.wf.Spec.Outputs, rn.scopeSnapshot())
-		if err != nil {
-			return rn.finish(nil, &Error{RunID: rn.id, Code: ExitFailed, Err: fmt.Errorf("spec.outputs: %w", err)})
+		v, err := rn.wf.RenderOutputs(rn.scopeSnapshot())
+		if err != nil { // a *spec.TemplateError: file:line:col of the template
+			return rn.finish(nil, &Error{RunID: rn.id, Code: ExitFailed, Err: err})
 		}
 		if m, ok := v.(map[string]any); ok {
 			outputs = m

@@ -135,9 +135,9 @@ func (rn *run) checkContract(t spec.TaskSpec, out any) (any, int, error) {
 // newCall renders the task's arguments and opens (or reuses) the session;
 // a tool not in the session's catalog fails the task (nothing is sent).
 func (rn *run) newCall(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency) (*call, error) {
-	rendered, err := spec.Render(t.With.Arguments, rn.view)
+	rendered, err := rn.wf.RenderArguments(t.ID, rn.view)
 	if err != nil {
-		return nil, fmt.Errorf("with.arguments: %w", err)
+		return nil, err // a *spec.TemplateError: file:line:col of the template
 	}
 	if rendered == nil {
 		rendered = map[string]any{}

@@ -335,10 +335,12 @@ func TestTaskCall_CancelSendsTasksCancel(t *testing.T) {
 	}
 }
 
-// TestTaskCall_ReplayUnsupported: replaying a run whose call was an MCP
-// task fails with a clear message (nothing is sent, no panic) until replay
-// answers tasks from the log.
-func TestTaskCall_ReplayUnsupported(t *testing.T) {
+// TestTaskCall_ReplayWithoutNetwork: a run whose call was an MCP task
+// replays from the log with the server gone and every socket forbidden:
+// the same outcome and output, the task's CreateTaskResult, polls and
+// tasks/result answered from the recorded frames (TestReplay_TaskCalls
+// covers every way a task call ends).
+func TestTaskCall_ReplayWithoutNetwork(t *testing.T) {
 	srv := mcptest.NewServer(mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 1, PollInterval: 10}}, researchTool(nil))
 	db := openDB(t)
 	src := runTask(t, db, taskWorkflow(srv.URL, "research", "pure", ""), nil)
@@ -347,15 +349,13 @@ func TestTaskCall_ReplayUnsupported(t *testing.T) {
 	}
 	srv.Close()
 	blockNetwork(t, srv.URL)
-	rp, err := workflow.PrepareReplay(context.Background(), db, src.RunID)
-	if err != nil {
-		t.Fatal(err)
+	rep := replayOf(t, db, src.RunID)
+	if rep.ExitCode != workflow.ExitOK || rep.Err != nil || fmt.Sprint(rep.Outputs["result"]) != "map[n:42]" {
+		t.Fatalf("replay exit %d: %v, outputs %v", rep.ExitCode, rep.Err, rep.Outputs)
 	}
-	rep, err := (&workflow.Runner{DB: db, Dialer: rp.Dialer}).Run(context.Background(), rp.Workflow, rp.Inputs, workflow.RunOptions{Mode: "replay", SourceRunID: src.RunID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.ExitCode != workflow.ExitFailed || rep.Err == nil || !strings.Contains(rep.Err.Error(), "replaying task calls is not supported yet") {
-		t.Fatalf("replay exit %d: %v", rep.ExitCode, rep.Err)
+	want := []string{"call.prepared", "call.transition prepared->dispatched", "call.task_accepted", "call.transition dispatched->accepted",
+		"call.transition accepted->polling", "call.task_status", "call.result", "call.transition polling->succeeded"}
+	if got := only(describeRun(t, db, rep.RunID), "call."); !slices.Equal(got, want) {
+		t.Fatalf("replay call events:\n%s", strings.Join(got, "\n"))
 	}
 }

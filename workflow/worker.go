@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/migrations"
 )
 
 // Worker executes queued runs, several at once in one process, and resumes
@@ -21,6 +22,15 @@ import (
 // at_most_once and unknown calls end uncertain and are never sent again).
 // A worker takes a run at most once in its life: a run it stopped or could
 // not resume waits for another worker or an operator.
+//
+// On PostgreSQL (LeaseQueue, chosen when Queue is nil) the runs are
+// claimed, not listed: a lease per run (events.ClaimRuns) taken from the
+// queued runs and the running ones whose lease expired or whose owner's
+// session is gone, renewed by a heartbeat and checked by every append. A
+// worker that loses a lease (it was paused past it, or its database was
+// unreachable) stops writing that run, which another worker has taken
+// over: its WorkerRun says StateLeaseLost. With Drain, "nothing left to
+// take" does not wait for runs other live workers hold.
 //
 // Stopping: when the context passed to Run is cancelled (SIGTERM,
 // SIGINT), the worker takes no new run and closes Runner.Stop: each run
@@ -68,6 +78,10 @@ type WorkerRun struct {
 	Skipped bool `json:"skipped,omitempty"`
 }
 
+// StateLeaseLost is a WorkerRun's state when the worker lost the run's
+// lease (PostgreSQL) and stopped writing it: another worker owns it.
+const StateLeaseLost = "lease_lost"
+
 // ErrGraceExpired reports that runs were still in flight when the grace
 // period after a stop ended; they are left for a resume.
 var ErrGraceExpired = errors.New("workflow: worker grace period expired with runs in flight")
@@ -94,7 +108,11 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 	queue := w.Queue
 	if queue == nil {
 		queue = LocalQueue{DB: w.DB}
+		if w.DB.Backend() == migrations.Postgres {
+			queue = LeaseQueue{DB: w.DB}
+		}
 	}
+	claiming, _ := queue.(ClaimingQueue)
 	stop := make(chan struct{})
 	done := make(chan WorkerRun, conc)
 	taken := map[string]bool{}
@@ -110,7 +128,13 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 		if !stopping && inflight < conc {
 			// Runs taken and still queued (being claimed, or skipped) are
 			// listed again: ask for enough to fill every free slot past them.
-			list, err := queue.Candidates(context.WithoutCancel(ctx), conc+len(taken))
+			var list []Candidate
+			var err error
+			if claiming != nil {
+				list, err = claiming.Claim(context.WithoutCancel(ctx), conc-inflight, takenIDs(taken))
+			} else {
+				list, err = queue.Candidates(context.WithoutCancel(ctx), conc+len(taken))
+			}
 			if err != nil {
 				fail = err
 				close(stop)
@@ -125,7 +149,7 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 					continue
 				}
 				resumed := c.State != "queued"
-				if resumed && !queue.Orphaned(c.RunID) {
+				if resumed && claiming == nil && !queue.Orphaned(c.RunID) {
 					continue
 				}
 				taken[c.RunID] = true
@@ -134,7 +158,13 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 				if w.Started != nil {
 					w.Started(c.RunID, resumed)
 				}
-				go func() { done <- w.execute(c.RunID, resumed, name, stop) }()
+				go func() {
+					r := w.execute(c.RunID, resumed, name, stop)
+					if claiming != nil {
+						claiming.Release(c.RunID)
+					}
+					done <- r
+				}()
 			}
 			if w.Drain && inflight == 0 && !startedAny {
 				return out, nil
@@ -189,6 +219,14 @@ func (w *Worker) execute(runID string, resumed bool, name string, stop <-chan st
 		res, err = r.RunQueued(ctx, runID, name)
 	}
 	wr := WorkerRun{RunID: runID, Resumed: resumed}
+	if lost := leaseLost(err, res); lost != nil {
+		// Another worker owns the run now: this one's part ends here,
+		// whatever the run's own outcome said.
+		wr.State, wr.Exit = StateLeaseLost, ExitStorage
+		msg := lost.Error()
+		wr.Error = &msg
+		return wr
+	}
 	if err != nil {
 		if errors.Is(err, events.ErrRunBusy) || errors.Is(err, ErrNotQueued) {
 			wr.Skipped = true
@@ -208,4 +246,26 @@ func (w *Worker) execute(runID string, resumed bool, name string, stop <-chan st
 		wr.Error = &msg
 	}
 	return wr
+}
+
+// leaseLost is the lease loss that ended a run's part in this worker, from
+// the error of RunQueued/Resume or the run's result; nil if none.
+func leaseLost(err error, res *Result) *events.LeaseLostError {
+	var le *events.LeaseLostError
+	if errors.As(err, &le) {
+		return le
+	}
+	if res != nil && errors.As(res.Err, &le) {
+		return le
+	}
+	return nil
+}
+
+// takenIDs lists the runs a worker took and may not claim again.
+func takenIDs(taken map[string]bool) []string {
+	out := make([]string, 0, len(taken))
+	for id := range taken {
+		out = append(out, id)
+	}
+	return out
 }

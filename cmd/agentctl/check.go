@@ -6,20 +6,29 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 func (a *app) checkCmd() *cobra.Command {
-	return &cobra.Command{
+	var remote bool
+	cmd := &cobra.Command{
 		Use:   "check FILE",
-		Short: "Check a workflow file: syntax, references, templates, needs cycles and network policy",
+		Short: "Check a workflow file: syntax, references, templates, needs cycles and network policy (--remote: against its servers)",
 		Long: `check parses a workflow file, resolves every reference (servers, actions, tasks, needs,
 template paths) and checks every server URL against the policy. It reports every problem at
 once as file:line:col: field: message and exits 2 if there is any (3 when every problem is a
-policy refusal, as for run and mcp). run performs the same check before it records anything.`,
-		Example: "  agentctl check examples/lookup.yaml\n  agentctl check wf.yaml --output json",
+policy refusal, as for run and mcp). run performs the same check before it records anything.
+
+With --remote, check also connects to each server the tasks use, under the file's own policy,
+and lists its tools (recorded as a run of mode check: agentctl inspect RUN shows it). It reports
+each finding as file:line:col: kind: message, with kind one of unknown_tool, invalid_arguments,
+output_path, task_support, unset_secret, and exits 2 on any finding; a server that cannot be
+reached ends it as it would end a run (exit 3 policy, 6 remote). No tool is called.`,
+		Example: "  agentctl check examples/lookup.yaml\n  agentctl check wf.yaml --output json\n  agentctl check --remote examples/lookup.yaml",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			wf, err := spec.Load(args[0])
 			if err != nil {
 				var ds spec.Diagnostics
@@ -27,6 +36,9 @@ policy refusal, as for run and mcp). run performs the same check before it recor
 					_ = a.printJSON(a.stdout, "CheckResult", false, map[string]any{"file": args[0], "problems": viewDiagnostics(ds)})
 				}
 				return invalid(err)
+			}
+			if remote {
+				return a.checkRemote(cmd, wf)
 			}
 			data := map[string]any{"file": args[0], "workflow": wf.Metadata.Name, "digest": wf.Digest, "tasks": len(wf.Spec.Tasks), "problems": []diagnosticView{}}
 			if a.output != "human" {
@@ -36,4 +48,71 @@ policy refusal, as for run and mcp). run performs the same check before it recor
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&remote, "remote", false, "also connect to the servers (under the file's policy), list their tools and check the tasks against them; recorded as a run of mode check")
+	return cmd
+}
+
+// remoteCheckView is the data of `check --remote --output json`.
+type remoteCheckView struct {
+	File       string                   `json:"file"`
+	Workflow   string                   `json:"workflow"`
+	Digest     string                   `json:"digest"`
+	Tasks      int                      `json:"tasks"`
+	RunID      string                   `json:"runId"`
+	State      string                   `json:"state"`
+	ExitCode   int                      `json:"exitCode"`
+	Error      *string                  `json:"error"`
+	ErrorClass *string                  `json:"errorClass"`
+	Servers    []workflow.CheckedServer `json:"servers"`
+	Findings   []workflow.Finding       `json:"findings"`
+	Problems   []diagnosticView         `json:"problems"`
+}
+
+// checkRemote runs `check --remote` and prints its findings.
+func (a *app) checkRemote(cmd *cobra.Command, wf *spec.Workflow) error {
+	ctx := cmd.Context()
+	return a.withDB(ctx, func(db *events.DB) error {
+		res, err := a.runner(db).CheckRemote(ctx, wf, workflow.RunOptions{})
+		if err != nil {
+			return err
+		}
+		servers := res.Servers
+		if servers == nil {
+			servers = []workflow.CheckedServer{}
+		}
+		if a.output != "human" {
+			v := remoteCheckView{File: wf.File, Workflow: wf.Metadata.Name, Digest: wf.Digest, Tasks: len(wf.Spec.Tasks),
+				RunID: res.RunID, State: res.State, ExitCode: res.ExitCode, Servers: servers, Findings: res.Findings, Problems: []diagnosticView{}}
+			if res.Err != nil {
+				msg, class := res.Err.Error(), checkClass(res)
+				v.Error, v.ErrorClass = &msg, &class
+			}
+			if err := a.printJSON(a.stdout, "CheckResult", res.Err == nil, v); err != nil {
+				return err
+			}
+		} else {
+			// Findings quote remote text (tool names, schema messages): one
+			// sanitizer for every line.
+			for _, f := range res.Findings {
+				fmt.Fprintln(a.stdout, clean(f.String()))
+			}
+			if res.Err == nil {
+				fmt.Fprintf(a.stdout, "%s: ok against %d server(s) (%s, %d tasks)\n", wf.File, len(servers), wf.Metadata.Name, len(wf.Spec.Tasks))
+				fmt.Fprintf(a.stderr, "check run %s %s (agentctl inspect %s)\n", res.RunID, res.State, res.RunID)
+			}
+		}
+		if res.Err != nil {
+			return &exitError{code: res.ExitCode, runID: res.RunID, err: res.Err}
+		}
+		return nil
+	})
+}
+
+// checkClass is the error class of a check that did not pass: findings,
+// or how the remote failed.
+func checkClass(res *workflow.CheckResult) string {
+	if len(res.Findings) > 0 && res.ExitCode == workflow.ExitInvalid {
+		return "check_findings"
+	}
+	return errorClass(res.Err, res.ExitCode)
 }

@@ -353,6 +353,10 @@ func crashAndResume(t *testing.T, sc crashScenario, idem, point string, ref cras
 			t.Fatalf("outputs = %s", r)
 		}
 	}
+	// The resumed run replays from its log alone, to the same exit code.
+	if rcode, _, _ := replayCLI(t, db, runID); rcode != code {
+		t.Fatalf("replay of the resumed run: exit %d, resume's %d", rcode, code)
+	}
 }
 
 // outcomeLogged reports whether a call ended (a terminal transition) in evs.

@@ -231,6 +231,32 @@ func TestCLI_JSONGolden(t *testing.T) {
 		t.Fatalf("jsonl run: exit %d %s", code, stderr)
 	}
 	golden(t, "run.jsonl", out, tmp...)
+	// check --remote records runs, last and in a database of its own: the
+	// other files' runs (and the server's event ids) stay as they are.
+	checkDB := filepath.Join(dir, "check.db")
+	findingsWF := writeCheckWorkflow(t, srv.URL, "", `  actions:
+    a: {kind: mcp.call, idempotency: pure}
+  tasks:
+    - id: only
+      uses: action:a
+      with: {server: local, tool: akt, arguments: {n: 1}}
+    - id: next
+      uses: action:a
+      with: {server: local, tool: act, arguments: {n: "${{ tasks.only.output.dne }}"}}
+  outputs:
+    done: "${{ tasks.next.output.don }}"
+`)
+	tmp = append(tmp, filepath.Dir(findingsWF))
+	for _, c := range []struct {
+		name, file string
+		code       int
+	}{{"check-remote.json", wf, 0}, {"check-remote-findings.json", findingsWF, 2}} {
+		out, stderr, code = cli(t, "check", "--remote", c.file, "--db", checkDB, "--output", "json")
+		if code != c.code {
+			t.Fatalf("check --remote %s: exit %d, want %d: %s", c.file, code, c.code, stderr)
+		}
+		golden(t, c.name, out, tmp...)
+	}
 }
 
 // auditFile exports runID to a file and returns its path.

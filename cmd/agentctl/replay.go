@@ -41,6 +41,9 @@ The replay records its own steps and references the recorded frames it answered 
 				if err != nil {
 					return err
 				}
+				if rp.Command == workflow.CheckCommand { // it called no tool: nothing to answer from
+					return usageErr("replay %s: the run is a check (check --remote), which lists tools and calls none: there is nothing to replay; agentctl inspect %s shows its evidence, and check --remote checks again", id, id)
+				}
 				r := a.runner(db)
 				r.Dialer = rp.Dialer
 				opts := workflow.RunOptions{Mode: "replay", SourceRunID: rp.SourceRunID, Command: "replay"}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/migrations"
 	"github.com/agentctl/agentctl/projector"
 )
 
@@ -65,10 +67,14 @@ func (a *app) runsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if a.output != "human" {
-					return a.printJSON(a.stdout, "RunList", true, runs)
+				items, err := withLeases(cmd.Context(), db, runs)
+				if err != nil {
+					return err
 				}
-				printRuns(a, runs)
+				if a.output != "human" {
+					return a.printJSON(a.stdout, "RunList", true, items)
+				}
+				printRuns(a, items, db.Backend() == migrations.Postgres)
 				return nil
 			})
 		},
@@ -81,9 +87,47 @@ func (a *app) runsCmd() *cobra.Command {
 	return cmd
 }
 
-// printRuns writes the runs table for a human.
-func printRuns(a *app, runs []projector.RunSummary) {
-	fmt.Fprintf(a.stdout, "%-43s %-20s %-10s %-20s %10s %5s\n", "ID", "WORKFLOW", "STATE", "STARTED", "DURATION", "CALLS")
+// runListItem is one run of `runs list`: its summary, and on PostgreSQL
+// who holds its lease and until when (null when no one does, and always on
+// SQLite, where the run lock is a process's kernel lock).
+type runListItem struct {
+	projector.RunSummary
+	Owner          *string `json:"owner"`
+	LeaseExpiresAt *string `json:"leaseExpiresAt"`
+}
+
+// withLeases adds the lease of each queued or running run.
+func withLeases(ctx context.Context, db *events.DB, runs []projector.RunSummary) ([]runListItem, error) {
+	var live []string
+	for _, r := range runs {
+		if r.State == "queued" || r.State == "running" {
+			live = append(live, r.RunID)
+		}
+	}
+	leases, err := db.RunLeases(ctx, live)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runListItem, len(runs))
+	for i, r := range runs {
+		out[i].RunSummary = r
+		if l, ok := leases[r.RunID]; ok {
+			exp := l.ExpiresAt.UTC().Format(time.RFC3339Nano)
+			out[i].Owner, out[i].LeaseExpiresAt = &l.Owner, &exp
+		}
+	}
+	return out, nil
+}
+
+// printRuns writes the runs table for a human; leases adds the OWNER and
+// LEASE columns (PostgreSQL).
+func printRuns(a *app, runs []runListItem, leases bool) {
+	head := fmt.Sprintf("%-43s %-20s %-7s %-10s %-20s %10s %5s", "ID", "WORKFLOW", "MODE", "STATE", "STARTED", "DURATION", "CALLS")
+	if leases {
+		head += fmt.Sprintf("  %-32s %s", "OWNER", "LEASE")
+	}
+	fmt.Fprintln(a.stdout, head)
+	now := time.Now()
 	for _, r := range runs {
 		dur := "-"
 		if r.DurationMS != nil {
@@ -93,8 +137,30 @@ func printRuns(a *app, runs []projector.RunSummary) {
 		if t, err := time.Parse(time.RFC3339Nano, r.StartedAt); err == nil {
 			started = t.Format("2006-01-02 15:04:05")
 		}
-		fmt.Fprintf(a.stdout, "%-43s %-20s %-10s %-20s %10s %5d\n", r.RunID, clean(r.Workflow), r.State, started, dur, r.Calls)
+		line := fmt.Sprintf("%-43s %-20s %-7s %-10s %-20s %10s %5d", r.RunID, clean(r.Workflow), r.Mode, r.State, started, dur, r.Calls)
+		if leases {
+			owner, until := "-", "-"
+			if r.Owner != nil && r.LeaseExpiresAt != nil {
+				owner, until = clean(*r.Owner), leaseLeft(*r.LeaseExpiresAt, now)
+			}
+			line += fmt.Sprintf("  %-32s %s", owner, until)
+		}
+		fmt.Fprintln(a.stdout, line)
 	}
+}
+
+// leaseLeft says how long a lease has to run ("12s left"), or that it
+// expired ("expired 3s ago": its worker is gone or paused; another worker
+// takes the run over).
+func leaseLeft(expires string, now time.Time) string {
+	t, err := time.Parse(time.RFC3339Nano, expires)
+	if err != nil {
+		return expires
+	}
+	if d := t.Sub(now).Round(time.Second); d > 0 {
+		return d.String() + " left"
+	}
+	return "expired " + now.Sub(t).Round(time.Second).String() + " ago"
 }
 
 // parseAge reads a Go duration (90m, 24h) or a number of days (7d).

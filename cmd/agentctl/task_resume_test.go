@@ -99,7 +99,8 @@ func TestCLI_TaskCrashResumeSessionGone(t *testing.T) {
 // tools/call and, once the CreateTaskResult is on disk, always succeeds
 // (only the window between sending the tools/call and committing the task
 // may leave it uncertain); idempotent always succeeds, with at most one
-// resend, itself a task.
+// resend, itself a task. Each resumed run then replays to the same exit
+// code without a request to the server.
 func TestCLI_TaskCrashMatrix(t *testing.T) {
 	for _, idem := range []string{"at_most_once", "idempotent"} {
 		t.Run(idem, func(t *testing.T) { taskCrashMatrix(t, idem) })
@@ -153,6 +154,14 @@ func taskCrashMatrix(t *testing.T, idem string) {
 			}
 			if !ok || (code != 0 && code != 3) {
 				t.Fatalf("resume after %s exit %d\n%s", p, code, stderr)
+			}
+			// The resumed run replays from its log alone, to the same end.
+			requests := len(srv.Stats().Requests)
+			if rcode, _, _ := replayCLI(t, db, runID); rcode != code {
+				t.Fatalf("replay of the run resumed after %s: exit %d, resume's %d", p, rcode, code)
+			}
+			if n := len(srv.Stats().Requests); n != requests {
+				t.Fatalf("the server saw %d requests during the replay", n-requests)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -15,6 +16,9 @@ type workerResult struct {
 	Runs []workflow.WorkerRun `json:"runs"`
 	// Stopped: the worker ended on a signal, not because the queue was drained.
 	Stopped bool `json:"stopped"`
+	// LeaseLosses counts the runs whose lease this worker lost (PostgreSQL;
+	// always 0 on SQLite): another worker took them over.
+	LeaseLosses int64 `json:"leaseLosses"`
 }
 
 func (a *app) workerCmd() *cobra.Command {
@@ -23,6 +27,8 @@ func (a *app) workerCmd() *cobra.Command {
 		drain       bool
 		grace       time.Duration
 		poll        time.Duration
+		metricsAddr string
+		lease       time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -32,18 +38,37 @@ this one process (their commits are shared). It also resumes runs left running b
 died (their lock in <db>-runlock is free), by the rules of "agentctl resume": a call found sent
 with no outcome is redispatched only if its idempotency allows it, else it ends uncertain.
 
+On PostgreSQL, workers on any number of machines share the queue: each claims runs with a lease
+(--lease, renewed every third of it) and every append checks it. A run whose lease expired (its
+worker died or was paused) is taken over by another worker and resumed by the same rules; the
+worker that lost it writes nothing more to it ("run X: lease lost at epoch N; another worker
+owns it", state lease_lost).
+
 With --drain the worker exits 0 once nothing is left to take. Without it, it polls the database
 for new runs until SIGTERM or SIGINT; then it takes no new run, lets each run finish the task in
 flight and stops it before its next task (resumable), waiting at most --grace. Runs still in
-flight after the grace period are left as they are for a later worker or resume (exit 130).`,
+flight after the grace period are left as they are for a later worker or resume (exit 130).
+Leases of runs that stopped are released, so another worker resumes them at once.`,
 		Example: `  agentctl submit wf.yaml --input query=mcp && agentctl worker --drain
-  agentctl worker --concurrency 8 --grace 1m`,
+  agentctl worker --concurrency 8 --grace 1m
+  agentctl worker --db postgres://agentctl@db/agentctl --concurrency 8 --lease 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if concurrency < 1 {
 				return usageErr("--concurrency %d: want 1 or more", concurrency)
 			}
-			db, err := a.openDB(cmd.Context())
+			if lease < 300*time.Millisecond {
+				return usageErr("--lease %s: want 300ms or more", lease)
+			}
+			var db *events.DB
+			var err error
+			if path := a.databasePath(); events.IsPostgres(path) {
+				opts := a.dbOptions()
+				opts.LeaseTTL = lease
+				db, err = events.Open(cmd.Context(), path, opts)
+			} else {
+				db, err = a.openDB(cmd.Context())
+			}
 			if err != nil {
 				return err
 			}
@@ -73,6 +98,8 @@ flight after the grace period are left as they are for a later worker or resume 
 					switch {
 					case a.output == "jsonl":
 						_ = a.printJSON(a.stdout, "WorkerRun", r.Error == nil, r)
+					case a.output == "human" && r.State == workflow.StateLeaseLost:
+						fmt.Fprintf(a.stderr, "%s\n", clean(*r.Error))
 					case a.output == "human" && r.Error != nil:
 						fmt.Fprintf(a.stderr, "run %s %s: %s\n", r.RunID, r.State, clean(*r.Error))
 					case a.output == "human":
@@ -80,6 +107,12 @@ flight after the grace period are left as they are for a later worker or resume 
 					}
 				},
 			}
+			stopMetrics, err := a.serveWorkerMetrics(metricsAddr, w)
+			if err != nil {
+				_ = db.Close()
+				return err
+			}
+			defer stopMetrics()
 			runs, err := w.Run(cmd.Context())
 			if errors.Is(err, workflow.ErrGraceExpired) {
 				// Runs are still appending: leave the database open, the
@@ -93,7 +126,7 @@ flight after the grace period are left as they are for a later worker or resume 
 			if runs == nil {
 				runs = []workflow.WorkerRun{}
 			}
-			res := workerResult{Runs: runs, Stopped: cmd.Context().Err() != nil}
+			res := workerResult{Runs: runs, Stopped: cmd.Context().Err() != nil, LeaseLosses: db.LeaseLosses()}
 			switch a.output {
 			case "json":
 				return a.printJSON(a.stdout, "WorkerResult", true, res)
@@ -102,7 +135,11 @@ flight after the grace period are left as they are for a later worker or resume 
 				if res.Stopped {
 					how = "stopped"
 				}
-				fmt.Fprintf(a.stderr, "worker: %s, %d run(s) taken\n", how, len(runs))
+				lost := ""
+				if events.IsPostgres(db.Path()) {
+					lost = fmt.Sprintf(", %d lease(s) lost", res.LeaseLosses)
+				}
+				fmt.Fprintf(a.stderr, "worker: %s, %d run(s) taken%s\n", how, len(runs), lost)
 			}
 			return nil
 		},
@@ -110,6 +147,8 @@ flight after the grace period are left as they are for a later worker or resume 
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "runs executed at once")
 	cmd.Flags().BoolVar(&drain, "drain", false, "exit 0 once no queued or orphaned run is left")
 	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "after SIGTERM/SIGINT, how long runs in flight may take to reach their next task")
+	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "PostgreSQL: how long a run's lease lasts without a heartbeat (renewed every third of it)")
 	cmd.Flags().DurationVar(&poll, "poll", 200*time.Millisecond, "how often to look for new runs")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address (e.g. 127.0.0.1:9464); empty: none")
 	return cmd
 }

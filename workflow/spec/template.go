@@ -62,12 +62,23 @@ func Render(v any, s Scope) (any, error) {
 }
 
 func renderString(str string, s Scope) (any, error) {
+	v, _, err := renderStringRef(str, s)
+	return v, err
+}
+
+// renderStringRef is renderString that also returns the template that
+// failed to resolve (nil when the string itself does not parse).
+func renderStringRef(str string, s Scope) (any, *tref, error) {
 	parts, err := scanTemplates(str)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(parts) == 1 && parts[0].ref != nil {
-		return parts[0].ref.resolve(s)
+		v, err := parts[0].ref.resolve(s)
+		if err != nil {
+			return nil, parts[0].ref, err
+		}
+		return v, nil, nil
 	}
 	var b strings.Builder
 	for _, p := range parts {
@@ -77,11 +88,11 @@ func renderString(str string, s Scope) (any, error) {
 		}
 		v, err := p.ref.resolve(s)
 		if err != nil {
-			return nil, err
+			return nil, p.ref, err
 		}
 		b.WriteString(stringify(v))
 	}
-	return b.String(), nil
+	return b.String(), nil, nil
 }
 
 // stringify renders a value inside a larger string.

@@ -1,0 +1,554 @@
+package events
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Run leases on PostgreSQL (docs/POSTGRES.md, "Leases and fencing").
+//
+// A kernel lock cannot span machines, and a session advisory lock outlives
+// a dead host for as long as TCP keepalive allows. So on PostgreSQL a
+// run's writer holds a lease: the run's row in run_leases names its owner
+// (this process: host/pid/random), an epoch that goes up at every claim,
+// and an expiry by the database's clock. The lifecycle:
+//
+//   - claim: LockRun (one run) or ClaimRuns (a worker's batch of queued
+//     and expired runs, FOR UPDATE SKIP LOCKED) sets owner, epoch+1 and
+//     expiry where the row is free: released, expired, or its owner's
+//     session is gone (each owner holds a session advisory lock, owner_key,
+//     while it lives, so a crashed process's runs are taken at once and a
+//     paused one's when its lease runs out); a run ClaimRuns took is
+//     handed to the next LockRun of it in this process.
+//   - heartbeat: every TTL/3 each lease is renewed where owner, epoch and
+//     an unexpired expiry still match. No row, or an error once the local
+//     deadline passed, means the lease is lost.
+//   - fencing: every append of a run checks in its own transaction (the
+//     row read FOR SHARE, so a claim waits for the commit) that this
+//     process holds the current, unexpired epoch; a writer holding no lease
+//     for the run may append only while no one holds a live one. A lost
+//     lease is remembered, and every later append of the run fails at once
+//     with ErrLeaseLost.
+//   - release: unlock clears owner and expiry if the lease is still ours.
+
+// DefaultLeaseTTL is a run lease's life without a heartbeat.
+const DefaultLeaseTTL = 30 * time.Second
+
+// ErrLeaseLost reports that this process no longer owns a run it was
+// writing: its lease expired or another process took it over. Nothing more
+// of the run is appended by this process.
+var ErrLeaseLost = errors.New("events: run lease lost")
+
+// LeaseLostError names the run and the epoch whose lease was lost; it
+// matches ErrLeaseLost.
+type LeaseLostError struct {
+	RunID string
+	Epoch int64
+}
+
+func (e *LeaseLostError) Error() string {
+	return fmt.Sprintf("run %s: lease lost at epoch %d; another worker owns it", e.RunID, e.Epoch)
+}
+
+// Unwrap makes errors.Is(err, ErrLeaseLost) hold.
+func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
+
+// lease is one run this process owns on PostgreSQL.
+type lease struct {
+	runID string
+	epoch int64
+	// adopted: a LockRun holds it (a ClaimRuns claim not yet adopted is
+	// waiting for its LockRun).
+	adopted bool
+	lost    bool
+	// deadline is when the lease lapses by this process's clock: the
+	// time the last successful claim or renewal was sent, plus the TTL.
+	deadline time.Time
+}
+
+// pgState is what a PostgreSQL DB holds beyond the pool: the run leases
+// this process owns and their heartbeat.
+type pgState struct {
+	owner    string
+	ownerKey int64 // the session advisory lock that says owner is alive
+	// live is the connection holding ownerKey while this process holds or
+	// claims leases; guarded by liveMu.
+	liveMu sync.Mutex
+	live   *sql.Conn
+	ttl    time.Duration // fixed at Open (Options.LeaseTTL)
+	mu     sync.Mutex    // guards leases and each lease's fields
+	leases map[string]*lease
+	losses atomic.Int64
+	hbOnce sync.Once
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func newPGState(ttl time.Duration) *pgState {
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	owner := leaseOwner()
+	return &pgState{owner: owner, ownerKey: runLockOffset(owner), ttl: ttl, leases: map[string]*lease{}, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// leaseOwner is this process's name in run_leases.owner: host/pid/random,
+// so a restarted process with a recycled pid is not mistaken for its
+// predecessor.
+func leaseOwner() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "localhost"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// LeaseOwner is the owner this process writes in run_leases ("" on
+// SQLite), as `runs list` shows it.
+func (db *DB) LeaseOwner() string {
+	if db.pg == nil {
+		return ""
+	}
+	return db.pg.owner
+}
+
+// LeaseLosses counts the leases this process lost since Open (a metric of
+// the worker: each is a run another worker took over, or whose heartbeat
+// failed past its expiry).
+func (db *DB) LeaseLosses() int64 {
+	if db.pg == nil {
+		return 0
+	}
+	return db.pg.losses.Load()
+}
+
+const (
+	// claimRun takes runID's lease where it is free or expired; the row is
+	// created for a run that has none yet (a new run's LockRun precedes
+	// its run.created).
+	claimRun = `INSERT INTO run_leases (run_id, owner, owner_key, lease_epoch, lease_expires_at)
+VALUES (?, ?, ?, 1, now() + ?::bigint * interval '1 millisecond')
+ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, owner_key = EXCLUDED.owner_key,
+    lease_epoch = run_leases.lease_epoch + 1, lease_expires_at = EXCLUDED.lease_expires_at
+WHERE agentctl_lease_free(run_leases.owner, run_leases.owner_key, run_leases.lease_expires_at)
+RETURNING lease_epoch`
+	// claimRuns takes up to n claimable runs for a worker: queued, or
+	// running with no live lease (their writer died, let go, or was paused
+	// past its expiry), skipping rows another claimer has locked.
+	claimRuns = `UPDATE run_leases SET owner = ?, owner_key = ?, lease_epoch = lease_epoch + 1,
+    lease_expires_at = now() + ?::bigint * interval '1 millisecond'
+WHERE run_id IN (
+    SELECT l.run_id FROM run_leases l JOIN runs r ON r.run_id = l.run_id
+    WHERE r.mode = 'run' AND r.state IN ('queued', 'running')
+      AND agentctl_lease_free(l.owner, l.owner_key, l.lease_expires_at)
+      AND NOT (l.run_id = ANY(?::text[]))
+    ORDER BY l.run_id LIMIT ? FOR UPDATE OF l SKIP LOCKED)
+RETURNING run_id, lease_epoch, (SELECT state FROM runs WHERE runs.run_id = run_leases.run_id)`
+	renewLease = `UPDATE run_leases SET lease_expires_at = now() + ?::bigint * interval '1 millisecond'
+WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`
+	releaseLease = `UPDATE run_leases SET owner = NULL, owner_key = NULL, lease_expires_at = NULL
+WHERE run_id = ? AND owner = ? AND lease_epoch = ?`
+	// fenceHeld: the appender's lease is current; FOR SHARE makes a
+	// concurrent claim wait for this transaction's end.
+	fenceHeld = `SELECT 1 FROM run_leases WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now() FOR SHARE`
+	// fenceFree: an appender without a lease finds whether someone holds
+	// a live one.
+	fenceFree = `SELECT owner, lease_epoch FROM run_leases
+WHERE run_id = ? AND NOT agentctl_lease_free(owner, owner_key, lease_expires_at) FOR SHARE`
+)
+
+// lockRunPostgres makes this process the run's writer by lease: it adopts
+// a claim ClaimRuns made, or claims the run now.
+func (db *DB) lockRunPostgres(runID string) (func(), error) {
+	p := db.pg
+	p.mu.Lock()
+	if l := p.leases[runID]; l != nil {
+		if l.adopted || l.lost {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
+		}
+		p.mu.Unlock()
+		// The claim may have lapsed while this process could not run (a
+		// pause): say so now rather than load a log another owns.
+		if err := db.checkClaim(l); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		l.adopted = true
+		p.mu.Unlock()
+		return db.releaseFunc(l), nil
+	}
+	ttl := p.ttl
+	p.mu.Unlock()
+	if err := db.holdLiveness(); err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	var epoch int64
+	err := db.x.QueryRowContext(context.Background(), claimRun, runID, p.owner, p.ownerKey, ttl.Milliseconds()).Scan(&epoch)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s (leased by another process)", ErrRunBusy, runID)
+	}
+	if err != nil {
+		return nil, &Error{Op: "claim lease of run " + runID, Path: db.path, Err: classify(err)}
+	}
+	l := &lease{runID: runID, epoch: epoch, adopted: true, deadline: sent.Add(ttl)}
+	p.mu.Lock()
+	p.leases[runID] = l
+	p.mu.Unlock()
+	db.startHeartbeat()
+	return db.releaseFunc(l), nil
+}
+
+// checkClaim makes sure claim l is still this process's current,
+// unexpired lease; if not, it is lost.
+func (db *DB) checkClaim(l *lease) error {
+	var one int
+	err := db.x.QueryRowContext(context.Background(), `SELECT 1 FROM run_leases
+WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`, l.runID, db.pg.owner, l.epoch).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		db.loseLease(l)
+		return &LeaseLostError{RunID: l.runID, Epoch: l.epoch}
+	case err != nil:
+		return &Error{Op: "check lease of run " + l.runID, Path: db.path, Err: classify(err)}
+	}
+	return nil
+}
+
+// releaseFunc is the unlock of lease l: it forgets l and, unless l was
+// lost, clears the row if it is still ours.
+func (db *DB) releaseFunc(l *lease) func() {
+	var once sync.Once
+	return func() { once.Do(func() { db.releaseLease(l) }) }
+}
+
+func (db *DB) releaseLease(l *lease) {
+	p := db.pg
+	p.mu.Lock()
+	if p.leases[l.runID] != l {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.leases, l.runID)
+	lost := l.lost
+	p.mu.Unlock()
+	if lost {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.ttl)
+	defer cancel()
+	// Best effort: a release that fails leaves the lease to expire.
+	_, _ = db.x.ExecContext(ctx, releaseLease, l.runID, p.owner, l.epoch)
+}
+
+// Claim is a run ClaimRuns took for this process.
+type Claim struct {
+	RunID string
+	// State is the run's state when claimed: "queued" (start it) or
+	// "running" (its writer is gone: resume it).
+	State string
+	Epoch int64
+}
+
+// ClaimRuns takes the leases of up to n runs a worker may execute: queued
+// runs, and running runs whose lease expired or was released, oldest
+// first, none of except. Each claim waits for the run's LockRun in this
+// process (RunQueued, Resume), which adopts it; a claim not adopted is
+// given back with ReleaseClaim. On SQLite it returns nothing: the local
+// queue there is the runs projection and the kernel lock.
+func (db *DB) ClaimRuns(ctx context.Context, n int, except []string) ([]Claim, error) {
+	if db.pg == nil || n <= 0 {
+		return nil, nil
+	}
+	p := db.pg
+	p.mu.Lock()
+	ttl := p.ttl
+	p.mu.Unlock()
+	if except == nil {
+		except = []string{}
+	}
+	if err := db.holdLiveness(); err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	rows, err := db.x.QueryContext(ctx, claimRuns, p.owner, p.ownerKey, ttl.Milliseconds(), except, n)
+	if err != nil {
+		return nil, &Error{Op: "claim runs", Path: db.path, Err: classify(err)}
+	}
+	defer rows.Close()
+	var out []Claim
+	for rows.Next() {
+		var c Claim
+		if err := rows.Scan(&c.RunID, &c.Epoch, &c.State); err != nil {
+			return nil, &Error{Op: "claim runs", Path: db.path, Err: classify(err)}
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, &Error{Op: "claim runs", Path: db.path, Err: classify(err)}
+	}
+	// UPDATE … RETURNING has no order: hand them out oldest first.
+	sort.Slice(out, func(i, j int) bool { return out[i].RunID < out[j].RunID })
+	p.mu.Lock()
+	for _, c := range out {
+		p.leases[c.RunID] = &lease{runID: c.RunID, epoch: c.Epoch, deadline: sent.Add(ttl)}
+	}
+	p.mu.Unlock()
+	if len(out) > 0 {
+		db.startHeartbeat()
+	}
+	return out, nil
+}
+
+// ReleaseClaim gives back a claim ClaimRuns made that no LockRun adopted
+// (the worker did not execute the run); an adopted lease is left to its
+// unlock.
+func (db *DB) ReleaseClaim(runID string) {
+	if db.pg == nil {
+		return
+	}
+	db.pg.mu.Lock()
+	l := db.pg.leases[runID]
+	db.pg.mu.Unlock()
+	if l != nil && !l.adopted {
+		db.releaseLease(l)
+	}
+}
+
+// fence checks, inside the append transaction tx, that this process may
+// append to runID (see the lifecycle above).
+func (db *DB) fence(ctx context.Context, tx *Tx, runID string) error {
+	p := db.pg
+	p.mu.Lock()
+	l := p.leases[runID]
+	var epoch int64
+	var lost bool
+	if l != nil {
+		epoch, lost = l.epoch, l.lost
+	}
+	p.mu.Unlock()
+	if lost {
+		return &LeaseLostError{RunID: runID, Epoch: epoch}
+	}
+	if l == nil {
+		row, err := tx.QueryRow(ctx, fenceFree, runID)
+		if err != nil {
+			return &Error{Op: "append: check lease of run " + runID, Path: db.path, Err: classify(err)}
+		}
+		var owner string
+		var ep int64
+		switch err := row.Scan(&owner, &ep); {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return &Error{Op: "append: check lease of run " + runID, Path: db.path, Err: classify(err)}
+		}
+		return fmt.Errorf("append to run %s: %w (leased by %s at epoch %d)", runID, ErrRunBusy, owner, ep)
+	}
+	row, err := tx.QueryRow(ctx, fenceHeld, runID, p.owner, epoch)
+	if err != nil {
+		return &Error{Op: "append: check lease of run " + runID, Path: db.path, Err: classify(err)}
+	}
+	var one int
+	switch err := row.Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		db.loseLease(l)
+		return &LeaseLostError{RunID: runID, Epoch: epoch}
+	case err != nil:
+		return &Error{Op: "append: check lease of run " + runID, Path: db.path, Err: classify(err)}
+	}
+	return nil
+}
+
+// loseLease records that l is no longer ours: counted once, and every
+// later append of the run fails at once.
+func (db *DB) loseLease(l *lease) {
+	p := db.pg
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !l.lost {
+		l.lost = true
+		p.losses.Add(1)
+	}
+}
+
+// startHeartbeat starts the goroutine renewing this process's leases
+// every TTL/3, once; Close stops it.
+func (db *DB) startHeartbeat() {
+	p := db.pg
+	p.hbOnce.Do(func() {
+		p.mu.Lock()
+		every := p.ttl / 3
+		p.mu.Unlock()
+		go func() {
+			defer close(p.done)
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-p.stop:
+					return
+				case <-t.C:
+					db.RenewLeases(context.Background())
+				}
+			}
+		}()
+	})
+}
+
+// RenewLeases renews every lease this process holds once, as the
+// heartbeat does every TTL/3, and returns how many it lost now: a lease
+// whose row no longer matches (expired, or taken over), or whose renewal
+// failed after its local deadline.
+func (db *DB) RenewLeases(ctx context.Context) (lost int) {
+	if db.pg == nil {
+		return 0
+	}
+	p := db.pg
+	p.mu.Lock()
+	ttl := p.ttl
+	held := make([]*lease, 0, len(p.leases))
+	for _, l := range p.leases {
+		if !l.lost {
+			held = append(held, l)
+		}
+	}
+	p.mu.Unlock()
+	for _, l := range held {
+		sent := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, max(ttl/3, time.Second))
+		res, err := db.x.ExecContext(cctx, renewLease, ttl.Milliseconds(), l.runID, p.owner, l.epoch)
+		cancel()
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		switch {
+		case err != nil:
+			p.mu.Lock()
+			past := time.Now().After(l.deadline)
+			p.mu.Unlock()
+			if !past {
+				continue // try again at the next beat
+			}
+		case n == 1:
+			p.mu.Lock()
+			l.deadline = sent.Add(ttl)
+			p.mu.Unlock()
+			continue
+		}
+		db.loseLease(l)
+		lost++
+	}
+	return lost
+}
+
+// close stops the heartbeat and gives back every lease still held (a
+// worker that stops lets another take its runs at once).
+func (p *pgState) close(db *DB) {
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.stop:
+		return
+	default:
+		close(p.stop)
+	}
+	started := true
+	p.hbOnce.Do(func() { started = false })
+	if started {
+		<-p.done
+	}
+	p.mu.Lock()
+	held := make([]*lease, 0, len(p.leases))
+	for _, l := range p.leases {
+		held = append(held, l)
+	}
+	p.mu.Unlock()
+	for _, l := range held {
+		db.releaseLease(l)
+	}
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	if p.live != nil {
+		_ = p.live.Close() // the session ends: its advisory lock with it
+		p.live = nil
+	}
+}
+
+// holdLiveness takes, once, the session advisory lock ownerKey on a
+// connection kept until Close: while it is held, other processes know
+// this owner is alive and let its leases run to their expiry; once this
+// process dies and the server closes its session, its leases may be taken
+// at once.
+func (db *DB) holdLiveness() error {
+	p := db.pg
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	if p.live != nil {
+		return nil
+	}
+	ctx := context.Background()
+	conn, err := db.x.Conn(ctx)
+	if err != nil {
+		return &Error{Op: "hold lease owner lock", Path: db.path, Err: classify(err)}
+	}
+	var ok bool
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, p.ownerKey).Scan(&ok); err != nil {
+		_ = conn.Close()
+		return &Error{Op: "hold lease owner lock", Path: db.path, Err: classify(err)}
+	}
+	if !ok {
+		_ = conn.Close()
+		return &Error{Op: "hold lease owner lock", Path: db.path, Err: fmt.Errorf("advisory lock %d of owner %s is held by another session", p.ownerKey, p.owner)}
+	}
+	p.live = conn
+	return nil
+}
+
+// RunLease is who holds a run's lease and until when (by the database's
+// clock), as `runs list` shows it.
+type RunLease struct {
+	Owner     string
+	ExpiresAt time.Time
+}
+
+// RunLeases returns the leases held on runIDs (released and never-claimed
+// runs are absent); nil on SQLite, which has no leases.
+func (db *DB) RunLeases(ctx context.Context, runIDs []string) (map[string]RunLease, error) {
+	if db.pg == nil || len(runIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := db.x.QueryContext(ctx, `SELECT run_id, owner, lease_expires_at FROM run_leases
+WHERE run_id = ANY(?::text[]) AND owner IS NOT NULL AND lease_expires_at IS NOT NULL`, runIDs)
+	if err != nil {
+		return nil, &Error{Op: "read run leases", Path: db.path, Err: classify(err)}
+	}
+	defer rows.Close()
+	out := map[string]RunLease{}
+	for rows.Next() {
+		var id string
+		var l RunLease
+		if err := rows.Scan(&id, &l.Owner, &l.ExpiresAt); err != nil {
+			return nil, &Error{Op: "read run leases", Path: db.path, Err: classify(err)}
+		}
+		out[id] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, &Error{Op: "read run leases", Path: db.path, Err: classify(err)}
+	}
+	return out, nil
+}

@@ -1,0 +1,257 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
+)
+
+// leaseRow is a run's row in run_leases.
+type leaseRow struct {
+	Owner   *string    `db:"owner"`
+	Epoch   int64      `db:"lease_epoch"`
+	Expires *time.Time `db:"lease_expires_at"`
+}
+
+func readLease(t *testing.T, db *events.DB, runID string) leaseRow {
+	t.Helper()
+	var r leaseRow
+	if err := db.SQL().Get(&r, `SELECT owner, lease_epoch, lease_expires_at FROM run_leases WHERE run_id = ?`, runID); err != nil {
+		t.Fatalf("read lease of %s: %v", runID, err)
+	}
+	return r
+}
+
+// expireLease moves runID's expiry into the past, as a paused holder
+// would find it: the test never sleeps past a TTL.
+func expireLease(t *testing.T, db *events.DB, runID string) {
+	t.Helper()
+	if _, err := db.SQL().Exec(`UPDATE run_leases SET lease_expires_at = now() - interval '1 second' WHERE run_id = ?`, runID); err != nil {
+		t.Fatalf("expire lease of %s: %v", runID, err)
+	}
+}
+
+func step(typ string) []events.Record { return []events.Record{{Stream: "run", Type: typ}} }
+
+// twoProcesses opens one PostgreSQL database twice: two writers, as two
+// worker processes would be.
+func twoProcesses(t *testing.T) (a, b *events.DB) {
+	dsn := testkit.PostgresDB(t)
+	opts := events.Options{LeaseTTL: time.Minute}
+	return testkit.OpenDB(t, dsn, opts), testkit.OpenDB(t, dsn, opts)
+}
+
+// TestLease_FencingAfterTakeover: a writer whose lease expired and was
+// taken over cannot append any more (the check runs in the append's
+// transaction), the loss is counted once, the new holder appends at the
+// next epoch, a writer without a lease is refused while one is live, and
+// the old holder's unlock leaves the new lease alone.
+func TestLease_FencingAfterTakeover(t *testing.T) {
+	a, b := twoProcesses(t)
+	ctx := context.Background()
+	unlockA, err := a.LockRun("run-1")
+	if err != nil {
+		t.Fatalf("a.LockRun: %v", err)
+	}
+	if _, err := a.Append(ctx, "run-1", step("test.one"), nil); err != nil {
+		t.Fatalf("a.Append: %v", err)
+	}
+	if got := readLease(t, a, "run-1"); got.Owner == nil || *got.Owner != a.LeaseOwner() || got.Epoch != 1 {
+		t.Fatalf("lease = %+v; want owner %s at epoch 1", got, a.LeaseOwner())
+	}
+	if _, err := b.LockRun("run-1"); !errors.Is(err, events.ErrRunBusy) {
+		t.Fatalf("b.LockRun of a live lease = %v; want ErrRunBusy", err)
+	}
+	if _, err := b.Append(ctx, "run-1", step("test.intruder"), nil); !errors.Is(err, events.ErrRunBusy) {
+		t.Fatalf("b.Append without a lease while a holds one = %v; want ErrRunBusy", err)
+	}
+
+	expireLease(t, a, "run-1")
+	unlockB, err := b.LockRun("run-1")
+	if err != nil {
+		t.Fatalf("b.LockRun of an expired lease: %v", err)
+	}
+	if got := readLease(t, b, "run-1"); *got.Owner != b.LeaseOwner() || got.Epoch != 2 {
+		t.Fatalf("lease after takeover = %+v; want owner %s at epoch 2", got, b.LeaseOwner())
+	}
+	if _, err := b.Append(ctx, "run-1", step("test.two"), nil); err != nil {
+		t.Fatalf("b.Append at epoch 2: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		_, err := a.Append(ctx, "run-1", step("test.late"), nil)
+		var le *events.LeaseLostError
+		if !errors.Is(err, events.ErrLeaseLost) || !errors.As(err, &le) || le.RunID != "run-1" || le.Epoch != 1 {
+			t.Fatalf("late append %d of a = %v; want the lease of run-1 lost at epoch 1", i, err)
+		}
+	}
+	if n := a.LeaseLosses(); n != 1 {
+		t.Fatalf("a.LeaseLosses = %d; want 1", n)
+	}
+	if n := b.LeaseLosses(); n != 0 {
+		t.Fatalf("b.LeaseLosses = %d; want 0", n)
+	}
+	if n, err := b.VerifyRun(ctx, "run-1"); err != nil || n != 2 {
+		t.Fatalf("VerifyRun = %d, %v; want 2 events (a's one, b's one)", n, err)
+	}
+	unlockA()
+	if got := readLease(t, b, "run-1"); got.Owner == nil || *got.Owner != b.LeaseOwner() {
+		t.Fatalf("lease after the old holder's unlock = %+v; want still %s", got, b.LeaseOwner())
+	}
+	unlockB()
+	if got := readLease(t, b, "run-1"); got.Owner != nil || got.Expires != nil || got.Epoch != 2 {
+		t.Fatalf("lease after release = %+v; want no owner, no expiry, epoch 2", got)
+	}
+	// Released: a writer without a lease may append again.
+	if _, err := b.Append(ctx, "run-1", step("test.reconcile"), nil); err != nil {
+		t.Fatalf("append without a lease after release: %v", err)
+	}
+}
+
+// TestLease_HeartbeatRenewsAndLoses: a renewal moves the expiry forward
+// while the lease is current; once it expired (a paused process), the
+// renewal finds no row, the lease is lost and the next append fails
+// before writing.
+func TestLease_HeartbeatRenewsAndLoses(t *testing.T) {
+	a, _ := twoProcesses(t)
+	ctx := context.Background()
+	unlock, err := a.LockRun("run-hb")
+	if err != nil {
+		t.Fatalf("LockRun: %v", err)
+	}
+	defer unlock()
+	if _, err := a.SQL().Exec(`UPDATE run_leases SET lease_expires_at = now() + interval '1 second' WHERE run_id = 'run-hb'`); err != nil {
+		t.Fatal(err)
+	}
+	before := readLease(t, a, "run-hb")
+	if lost := a.RenewLeases(ctx); lost != 0 {
+		t.Fatalf("RenewLeases of a current lease lost %d", lost)
+	}
+	if after := readLease(t, a, "run-hb"); !after.Expires.After(*before.Expires) || after.Epoch != 1 {
+		t.Fatalf("renewal: expiry %v -> %v, epoch %d; want later, epoch 1", before.Expires, after.Expires, after.Epoch)
+	}
+	expireLease(t, a, "run-hb")
+	if lost := a.RenewLeases(ctx); lost != 1 {
+		t.Fatalf("RenewLeases of an expired lease lost %d; want 1", lost)
+	}
+	if _, err := a.Append(ctx, "run-hb", step("test.late"), nil); !errors.Is(err, events.ErrLeaseLost) {
+		t.Fatalf("append after the lease was lost = %v; want ErrLeaseLost", err)
+	}
+	if ok, err := a.RunExists(ctx, "run-hb"); err != nil || ok {
+		t.Fatalf("RunExists = %v, %v; want nothing written", ok, err)
+	}
+	if n := a.LeaseLosses(); n != 1 {
+		t.Fatalf("LeaseLosses = %d; want 1", n)
+	}
+}
+
+// TestLease_ClaimRuns: a worker claims queued runs and running runs with
+// no live lease, never finished ones nor ones another holds; its LockRun
+// adopts the claim at the same epoch; a claim given back is claimable by
+// another at the next epoch.
+func TestLease_ClaimRuns(t *testing.T) {
+	a, b := twoProcesses(t)
+	ctx := context.Background()
+	for _, r := range []struct{ id, mode, state string }{
+		{"run-1", "run", "queued"}, {"run-2", "run", "queued"}, {"run-3", "run", "running"},
+		{"run-4", "run", "succeeded"}, {"run-5", "replay", "running"},
+	} {
+		if _, err := a.SQL().Exec(`INSERT INTO runs (run_id, workflow, workflow_digest, mode, state, started_at, updated_at)
+			VALUES (?, 'wf', 'd', ?, ?, 'now', 'now')`, r.id, r.mode, r.state); err != nil {
+			t.Fatalf("insert run %s: %v", r.id, err)
+		}
+	}
+	got, err := a.ClaimRuns(ctx, 2, nil)
+	if err != nil || len(got) != 2 || got[0] != (events.Claim{RunID: "run-1", State: "queued", Epoch: 1}) || got[1].RunID != "run-2" {
+		t.Fatalf("a.ClaimRuns(2) = %+v, %v; want run-1, run-2 queued at epoch 1", got, err)
+	}
+	got, err = b.ClaimRuns(ctx, 10, nil)
+	if err != nil || len(got) != 1 || got[0] != (events.Claim{RunID: "run-3", State: "running", Epoch: 1}) {
+		t.Fatalf("b.ClaimRuns = %+v, %v; want only run-3 (running, no lease)", got, err)
+	}
+	unlock, err := a.LockRun("run-1")
+	if err != nil {
+		t.Fatalf("LockRun of a claimed run: %v", err)
+	}
+	if l := readLease(t, a, "run-1"); l.Epoch != 1 || *l.Owner != a.LeaseOwner() {
+		t.Fatalf("adopted lease = %+v; want epoch 1 owned by a", l)
+	}
+	if _, err := a.LockRun("run-1"); !errors.Is(err, events.ErrRunBusy) {
+		t.Fatalf("second LockRun in one process = %v; want ErrRunBusy", err)
+	}
+	unlock()
+	a.ReleaseClaim("run-2")
+	got, err = b.ClaimRuns(ctx, 10, []string{"run-1"})
+	if err != nil || len(got) != 1 || got[0] != (events.Claim{RunID: "run-2", State: "queued", Epoch: 2}) {
+		t.Fatalf("b.ClaimRuns after a gave run-2 back, except run-1 = %+v, %v; want run-2 at epoch 2", got, err)
+	}
+}
+
+// TestLease_DeadOwnerTakenAtOnce: a lease whose owner's session is gone
+// (no one holds its advisory lock: the process died) is taken before it
+// expires, by LockRun and by ClaimRuns alike, and an appender without a
+// lease is no longer refused; a live owner's unexpired lease is not.
+func TestLease_DeadOwnerTakenAtOnce(t *testing.T) {
+	a, b := twoProcesses(t)
+	ctx := context.Background()
+	unlock, err := a.LockRun("run-live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if _, err := b.LockRun("run-live"); !errors.Is(err, events.ErrRunBusy) {
+		t.Fatalf("LockRun of a live owner's lease = %v; want ErrRunBusy", err)
+	}
+	for _, id := range []string{"run-dead", "run-dead-queued"} {
+		if _, err := a.SQL().Exec(`INSERT INTO run_leases (run_id, owner, owner_key, lease_epoch, lease_expires_at)
+			VALUES (?, 'crashed/1/00', 4242, 7, now() + interval '1 hour')`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Append(ctx, "run-dead", step("test.reconcile"), nil); err != nil {
+		t.Fatalf("append without a lease over a dead owner's lease: %v", err)
+	}
+	unlockB, err := b.LockRun("run-dead")
+	if err != nil {
+		t.Fatalf("LockRun of a dead owner's unexpired lease: %v", err)
+	}
+	defer unlockB()
+	if l := readLease(t, b, "run-dead"); *l.Owner != b.LeaseOwner() || l.Epoch != 8 {
+		t.Fatalf("lease = %+v; want b's at epoch 8", l)
+	}
+	if _, err := a.SQL().Exec(`INSERT INTO runs (run_id, workflow, workflow_digest, mode, state, started_at, updated_at)
+		VALUES ('run-dead-queued', 'wf', 'd', 'run', 'running', 'now', 'now')`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.ClaimRuns(ctx, 10, nil)
+	if err != nil || len(got) != 1 || got[0] != (events.Claim{RunID: "run-dead-queued", State: "running", Epoch: 8}) {
+		t.Fatalf("ClaimRuns = %+v, %v; want the dead owner's running run at epoch 8", got, err)
+	}
+}
+
+// TestLease_ClaimLapsedBeforeLockRun: a claim that expired and was taken
+// over before this process's LockRun adopted it (the process was paused
+// in between) is reported lost, not handed out.
+func TestLease_ClaimLapsedBeforeLockRun(t *testing.T) {
+	a, b := twoProcesses(t)
+	ctx := context.Background()
+	if _, err := a.SQL().Exec(`INSERT INTO runs (run_id, workflow, workflow_digest, mode, state, started_at, updated_at)
+		VALUES ('run-q', 'wf', 'd', 'run', 'queued', 'now', 'now')`); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.ClaimRuns(ctx, 1, nil); err != nil || len(got) != 1 {
+		t.Fatalf("ClaimRuns = %+v, %v", got, err)
+	}
+	expireLease(t, a, "run-q")
+	if got, err := b.ClaimRuns(ctx, 1, nil); err != nil || len(got) != 1 || got[0].Epoch != 2 {
+		t.Fatalf("b.ClaimRuns of the lapsed claim = %+v, %v; want it at epoch 2", got, err)
+	}
+	_, err := a.LockRun("run-q")
+	var le *events.LeaseLostError
+	if !errors.As(err, &le) || le.Epoch != 1 || a.LeaseLosses() != 1 {
+		t.Fatalf("LockRun of a lapsed claim = %v (losses %d); want the lease lost at epoch 1", err, a.LeaseLosses())
+	}
+}
