@@ -185,7 +185,7 @@ func (rn *run) session(ctx context.Context, remote, taskID string, attempt int) 
 		rn.attach(rs, taskID)
 		return rs, nil
 	}
-	return rn.openSession(ctx, remote, taskID, attempt)
+	return rn.open(ctx, remote, taskID, attempt, true)
 }
 
 // current is the live session with remote, or nil.
@@ -224,18 +224,24 @@ func (rn *run) retire(rs *remoteState) {
 func sessionStream(remote string, gen int) string { return fmt.Sprintf("session/%s/%d", remote, gen) }
 
 // openSession initializes a new session (the next generation) and lists
-// its tools. The caller holds sessMu.
-//
-// It takes three commits of its own, each before the bytes it guards are
-// sent: the initialize request; its response with
-// notifications/initialized; session.opened with the tools/list request.
-// The last tools/list response and session.catalog ride with the lane's
-// next commit (its call's request, or the failure it records); other
-// lanes wait for that commit before their own (attach). A response is
-// read last on its exchange, so holding it until the next step's commit
-// still puts every frame on disk before the next one is read; if the open
-// fails, the held response rides with the failure the caller records.
+// its tools, session.catalog committed before it returns. The caller
+// holds sessMu.
 func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
+	return rn.open(ctx, remote, taskID, attempt, false)
+}
+
+// open is openSession. It takes three commits, each before the bytes it
+// guards are sent: the initialize request; its response with
+// notifications/initialized; session.opened with the tools/list request.
+// A response is read last on its exchange, so holding it until the next
+// step's commit still puts every frame on disk before the next one is
+// read; if the open fails, the held response rides with the failure the
+// caller records. The last tools/list response and session.catalog then
+// commit at once, or, with deferCatalog (a task about to call a tool on
+// the session), ride with the lane's next commit (the call's intent, or
+// the failure it records); other lanes using the session commit nothing
+// before that one (attach).
+func (rn *run) open(ctx context.Context, remote, taskID string, attempt int, deferCatalog bool) (*remoteState, error) {
 	conn, err := rn.conn(remote)
 	if err != nil {
 		return nil, err
@@ -271,9 +277,14 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 		rec.Tools = append(rec.Tools, projector.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
 	}
-	rn.later(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionCatalog, Payload: rec})
-	rs.recorded = &carry{done: make(chan struct{})}
-	rn.carrying = append(rn.carrying, rs.recorded)
+	catRec := events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionCatalog, Payload: rec}
+	if deferCatalog {
+		rn.later(catRec)
+		rs.recorded = &carry{done: make(chan struct{})}
+		rn.carrying = append(rn.carrying, rs.recorded)
+	} else if err := rn.append(catRec); err != nil {
+		return nil, err
+	}
 	rs.catalog = cat
 	rn.mu.Lock()
 	rn.remotes[remote] = rs
