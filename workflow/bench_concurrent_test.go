@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -54,8 +55,14 @@ spec:
 // see the same machine: width goroutines of bare go-sdk clients (one
 // session each, depth calls in sequence), then one agentctl run of width
 // independent chains of depth tasks with spec.concurrency = width. It
-// reports both per round and ratio = bare time / agentctl time.
-func benchInFlight(b *testing.B, opts demoserver.Options, tool string, args map[string]any) {
+// reports both per round and ratio = bare time / agentctl time, the run's
+// commits and appends per call (events.DB.CommitStats), and a third term
+// of the same round, the commit floor: width goroutines each making
+// depth×floorCommits one-event appends in sequence (no projection) on a
+// database of the same durability, i.e. the least storage time a lane
+// waits for when each call needs floorCommits commits on its critical
+// path; bound = bare / (bare + floor) is the ratio that floor alone allows.
+func benchInFlight(b *testing.B, opts demoserver.Options, tool string, args map[string]any, floorCommits int) {
 	const width, depth = 8, 8
 	_, url := demotest.StartTest(b, opts)
 	ctx := context.Background()
@@ -79,8 +86,10 @@ func benchInFlight(b *testing.B, opts demoserver.Options, tool string, args map[
 	}
 	for _, d := range []events.Durability{events.DurabilityFull, events.DurabilityNormal} {
 		b.Run(string(d), func(b *testing.B) {
-			db := openBenchDB(b, d)
-			var bare, ours time.Duration
+			db, fdb := openBenchDB(b, d), openBenchDB(b, d)
+			payload := json.RawMessage(`{"dir":"in","kind":"notification","method":"notifications/progress","body":{"jsonrpc":"2.0"}}`)
+			var bare, ours, floor time.Duration
+			s0 := db.CommitStats()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
@@ -108,12 +117,38 @@ func benchInFlight(b *testing.B, opts demoserver.Options, tool string, args map[
 				if err != nil || res.Err != nil {
 					b.Fatalf("run: %v %v", err, res.Err)
 				}
-				bare, ours = bare+t1.Sub(t0), ours+time.Since(t1)
+				t2 := time.Now()
+				errs = make(chan error, width)
+				for w := range width {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						rec := []events.Record{{Stream: fmt.Sprintf("call/%d", w), Type: "mcp.notification", Payload: payload}}
+						for range depth * floorCommits {
+							if _, err := fdb.Append(ctx, "run-floor", rec, nil); err != nil {
+								errs <- err
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				close(errs)
+				if err := <-errs; err != nil {
+					b.Fatal(err)
+				}
+				bare, ours, floor = bare+t1.Sub(t0), ours+t2.Sub(t1), floor+time.Since(t2)
 			}
 			n := float64(b.N)
+			st := db.CommitStats()
+			calls := n * width * depth
 			b.ReportMetric(float64(bare)/n/1e6, "bare-ms/round")
 			b.ReportMetric(float64(ours)/n/1e6, "agentctl-ms/round")
 			b.ReportMetric(float64(bare)/float64(ours), "ratio")
+			b.ReportMetric(float64(st.Commits-s0.Commits)/calls, "commits/call")
+			b.ReportMetric(float64(st.Appends-s0.Appends)/calls, "appends/call")
+			b.ReportMetric(float64(floor)/n/1e6, "floor-ms/round")
+			b.ReportMetric(float64(bare)/float64(bare+floor), "bound")
 		})
 	}
 }
@@ -121,11 +156,107 @@ func benchInFlight(b *testing.B, opts demoserver.Options, tool string, args map[
 // BenchmarkConcurrentCalls: 64 calls of the echo tool on one go-sdk server
 // on 127.0.0.1, 8 in flight (issue 14; target ratio ≥ 0.7 at FULL).
 func BenchmarkConcurrentCalls(b *testing.B) {
-	benchInFlight(b, demoserver.Options{}, "echo", map[string]any{"message": "m"})
+	// One commit per call on a lane's critical path: the request's (it
+	// carries the previous call's outcome).
+	benchInFlight(b, demoserver.Options{}, "echo", map[string]any{"message": "m"}, 1)
 }
 
 // BenchmarkSlowTools: 64 calls of a tool that takes 50 ms (analyze, one
 // step after a 50 ms delay), 8 in flight (issue 14; target ratio ≥ 0.9).
 func BenchmarkSlowTools(b *testing.B) {
-	benchInFlight(b, demoserver.Options{StepDelay: 50 * time.Millisecond}, "analyze", map[string]any{"text": "a b c", "steps": 1})
+	// Two: the request's, and the progress notification's, which is on
+	// disk before the response is read (the bare client asks for no
+	// progress, so its server sends none).
+	benchInFlight(b, demoserver.Options{StepDelay: 50 * time.Millisecond}, "analyze", map[string]any{"text": "a b c", "steps": 1}, 2)
+}
+
+// BenchmarkSessionSharing asks whether width tasks sharing one MCP
+// session (as a run's tasks do) pay for it: each round makes width×depth
+// calls, width in flight, three ways, interleaved: bare go-sdk clients on
+// a session each, package transport (no storage) on a session each, and
+// package transport with every goroutine on one shared session. It runs
+// the echo tool and the 50 ms tool of BenchmarkSlowTools; transport asks
+// for progress as a run does.
+func BenchmarkSessionSharing(b *testing.B) {
+	const width, depth = 8, 8
+	for _, bc := range []struct {
+		name string
+		opts demoserver.Options
+		tool string
+		args string
+	}{
+		{"echo", demoserver.Options{}, "echo", `{"message":"m"}`},
+		{"slow", demoserver.Options{StepDelay: 50 * time.Millisecond}, "analyze", `{"text":"a b c","steps":1}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			_, url := demotest.StartTest(b, bc.opts)
+			ctx := context.Background()
+			var margs map[string]any
+			if err := json.Unmarshal([]byte(bc.args), &margs); err != nil {
+				b.Fatal(err)
+			}
+			gs := make([]*mcp.ClientSession, width)
+			for i := range gs {
+				c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+				s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: transport.ProtocolVersion})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				gs[i] = s
+			}
+			tc, err := transport.New(transport.Config{URL: url, Policy: transport.Policy{AllowPrivate: true, AllowedSchemes: []string{"http"}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := make([]*transport.Session, width)
+			for i := range ts {
+				if ts[i], err = tc.Connect(ctx, nil); err != nil {
+					b.Fatal(err)
+				}
+				defer ts[i].Close(ctx)
+			}
+			// inFlight runs call width times at once, depth calls each, and
+			// returns the wall time.
+			inFlight := func(call func(g int) error) time.Duration {
+				t0 := time.Now()
+				var wg sync.WaitGroup
+				errs := make(chan error, width)
+				for g := range width {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range depth {
+							if err := call(g); err != nil {
+								errs <- err
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				close(errs)
+				if err := <-errs; err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(t0)
+			}
+			req := transport.CallRequest{Tool: bc.tool, Arguments: json.RawMessage(bc.args), ProgressToken: "0123456789abcdef"}
+			var tg, town, tshared time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				tg += inFlight(func(g int) error {
+					_, err := gs[g].CallTool(ctx, &mcp.CallToolParams{Name: bc.tool, Arguments: margs})
+					return err
+				})
+				town += inFlight(func(g int) error { _, err := ts[g].CallTool(ctx, req, nil); return err })
+				tshared += inFlight(func(int) error { _, err := ts[0].CallTool(ctx, req, nil); return err })
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(tg)/n/1e6, "gosdk-ms/round")
+			b.ReportMetric(float64(town)/n/1e6, "transport-own-ms/round")
+			b.ReportMetric(float64(tshared)/n/1e6, "transport-shared-ms/round")
+			b.ReportMetric(float64(tshared)/float64(town), "shared/own")
+		})
+	}
 }

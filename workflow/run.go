@@ -167,7 +167,7 @@ type run struct {
 	// append waits until they are durable, so the tasks it needs are
 	// recorded finished before anything of its own.
 	waitFor []*carry
-	// carrying are the carries this lane's first append commits.
+	// carrying are the carries this lane's next append commits.
 	carrying []*carry
 	// view is the template scope the task renders with: the outputs of
 	// the tasks that had ended when it started.
@@ -228,13 +228,9 @@ func (rn *run) append(recs ...events.Record) error {
 // last seq is still after (-1: any). Resume uses it so that two processes
 // resuming one run cannot both go on.
 func (rn *run) appendAfter(after int64, recs ...events.Record) error {
-	for _, c := range rn.waitFor {
-		<-c.done
-		if c.err != nil {
-			return fmt.Errorf("a task this one needs was not recorded finished: %w", c.err)
-		}
+	if err := rn.awaitCarries(); err != nil {
+		return err
 	}
-	rn.waitFor = nil
 	if len(rn.pending) > 0 {
 		recs = append(rn.pending, recs...)
 		rn.pending = nil
@@ -254,6 +250,19 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 		return err
 	}
 	rn.observe(evs)
+	return nil
+}
+
+// awaitCarries waits until the commits this lane must follow (waitFor)
+// are durable.
+func (rn *run) awaitCarries() error {
+	for _, c := range rn.waitFor {
+		<-c.done
+		if c.err != nil {
+			return fmt.Errorf("a commit this task waits for (a task it needs, or its session's catalog) failed: %w", c.err)
+		}
+	}
+	rn.waitFor = nil
 	return nil
 }
 

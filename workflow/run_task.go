@@ -24,6 +24,10 @@ type remoteState struct {
 	catalog  *transport.Catalog
 	owner    string // task that opened the session
 	attached map[string]bool
+	// recorded is settled once session.catalog is durable: it rides with
+	// the opening lane's next commit, and a lane that uses the session
+	// commits nothing before it.
+	recorded *carry
 }
 
 // task runs one attempt of a task and returns its output, or the failure
@@ -167,15 +171,21 @@ func toolNames(c *transport.Catalog) string {
 
 // session returns the run's live session with remote, opening one if
 // needed. Concurrent tasks share it: the first opens it, the others wait
-// and attach.
+// and attach. The lane first waits for the commits it must follow (the
+// tasks it needs, carried by another lane's first commit): a lane that
+// opens a session commits under sessMu, and must not wait there for a
+// lane that is itself waiting for sessMu.
 func (rn *run) session(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
+	if err := rn.awaitCarries(); err != nil {
+		return nil, err
+	}
 	rn.sessMu.Lock()
 	defer rn.sessMu.Unlock()
 	if rs := rn.current(remote); rs != nil {
 		rn.attach(rs, taskID)
 		return rs, nil
 	}
-	return rn.openSession(ctx, remote, taskID, attempt)
+	return rn.open(ctx, remote, taskID, attempt, true)
 }
 
 // current is the live session with remote, or nil.
@@ -185,8 +195,13 @@ func (rn *run) current(remote string) *remoteState {
 	return rn.remotes[remote]
 }
 
-// attach records that taskID uses rs, once per task (sessMu held).
+// attach records that taskID uses rs, once per task (sessMu held). The
+// lane's next commit waits until rs's catalog is durable, so nothing is
+// sent on rs before its session.catalog is on disk.
 func (rn *run) attach(rs *remoteState, taskID string) {
+	if c := rs.recorded; c != nil && !containsCarry(rn.carrying, c) {
+		rn.waitFor = append(rn.waitFor, c)
+	}
 	if rs.owner != taskID && !rs.attached[taskID] {
 		rs.attached[taskID] = true
 		ref := projector.SessionRef{Remote: rs.name, Generation: rs.gen, TaskID: taskID, FromTaskID: rs.owner}
@@ -209,8 +224,24 @@ func (rn *run) retire(rs *remoteState) {
 func sessionStream(remote string, gen int) string { return fmt.Sprintf("session/%s/%d", remote, gen) }
 
 // openSession initializes a new session (the next generation) and lists
-// its tools. The caller holds sessMu.
+// its tools, session.catalog committed before it returns. The caller
+// holds sessMu.
 func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt int) (*remoteState, error) {
+	return rn.open(ctx, remote, taskID, attempt, false)
+}
+
+// open is openSession. It takes three commits, each before the bytes it
+// guards are sent: the initialize request; its response with
+// notifications/initialized; session.opened with the tools/list request.
+// A response is read last on its exchange, so holding it until the next
+// step's commit still puts every frame on disk before the next one is
+// read; if the open fails, the held response rides with the failure the
+// caller records. The last tools/list response and session.catalog then
+// commit at once, or, with deferCatalog (a task about to call a tool on
+// the session), ride with the lane's next commit (the call's intent, or
+// the failure it records); other lanes using the session commit nothing
+// before that one (attach).
+func (rn *run) open(ctx context.Context, remote, taskID string, attempt int, deferCatalog bool) (*remoteState, error) {
 	conn, err := rn.conn(remote)
 	if err != nil {
 		return nil, err
@@ -220,7 +251,7 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 	gen := rn.gens[remote]
 	rn.mu.Unlock()
 	base := projector.Frame{Remote: remote, Generation: gen, TaskID: taskID, Attempt: attempt}
-	sink := rn.sink(sessionStream(remote, gen), base)
+	sink := rn.frameSink(sessionStream(remote, gen), base, true)
 	sess, err := conn.Connect(ctx, sink)
 	if err != nil {
 		return nil, err
@@ -235,9 +266,8 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 	if rec, ok := sess.(Recorded); ok {
 		opened.SourceRunID, opened.SourceTaskID = rec.SourceRunID(), rec.SourceTaskID()
 	}
-	if err := rn.append(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionOpened, Payload: opened}); err != nil {
-		return nil, err
-	}
+	// Committed with the tools/list request.
+	rn.later(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionOpened, Payload: opened})
 	cat, err := sess.ListTools(ctx, sink)
 	if err != nil {
 		return nil, err
@@ -247,7 +277,12 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 		rec.Tools = append(rec.Tools, projector.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
 	}
-	if err := rn.append(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionCatalog, Payload: rec}); err != nil {
+	catRec := events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionCatalog, Payload: rec}
+	if deferCatalog {
+		rn.later(catRec)
+		rs.recorded = &carry{done: make(chan struct{})}
+		rn.carrying = append(rn.carrying, rs.recorded)
+	} else if err := rn.append(catRec); err != nil {
 		return nil, err
 	}
 	rs.catalog = cat
