@@ -41,39 +41,13 @@ func (w *Workflow) RenderOutputs(s Scope) (any, error) {
 }
 
 func (w *Workflow) renderAt(field string, v any, s Scope) (any, error) {
-	switch x := v.(type) {
-	case string:
-		out, ref, err := renderStringRef(x, s)
-		if err != nil {
-			line, col := w.Position(field)
-			if ref != nil {
-				col = w.templateCol(line, col, ref.text)
-			}
-			return nil, &TemplateError{File: w.File, Line: line, Col: col, Field: field, Err: err}
+	return renderTree(field, v, s, func(field string, ref *tref, err error) error {
+		line, col := w.Position(field)
+		if ref != nil {
+			col = w.templateCol(line, col, ref.text)
 		}
-		return out, nil
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for _, k := range sortedKeys(x) {
-			r, err := w.renderAt(joinPath(field, k), x[k], s)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = r
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			r, err := w.renderAt(indexPath(field, i), e, s)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = r
-		}
-		return out, nil
-	}
-	return v, nil
+		return &TemplateError{File: w.File, Line: line, Col: col, Field: field, Err: err}
+	})
 }
 
 // templateCol returns the column of text on the given line of the source

@@ -34,13 +34,25 @@ type Scope struct {
 // template replaced by its value in s. A template naming something absent is
 // an error that names the template and the missing key.
 func Render(v any, s Scope) (any, error) {
+	return renderTree("", v, s, func(_ string, _ *tref, err error) error { return err })
+}
+
+// renderTree is Render's walk: field is v's path in the workflow
+// (joinPath, indexPath), and fail turns a string's rendering error, with
+// the template that failed (nil when the string does not parse), into
+// the error returned.
+func renderTree(field string, v any, s Scope, fail func(field string, ref *tref, err error) error) (any, error) {
 	switch x := v.(type) {
 	case string:
-		return renderString(x, s)
+		out, ref, err := renderStringRef(x, s)
+		if err != nil {
+			return nil, fail(field, ref, err)
+		}
+		return out, nil
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for _, k := range sortedKeys(x) {
-			r, err := Render(x[k], s)
+			r, err := renderTree(joinPath(field, k), x[k], s, fail)
 			if err != nil {
 				return nil, err
 			}
@@ -50,7 +62,7 @@ func Render(v any, s Scope) (any, error) {
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			r, err := Render(e, s)
+			r, err := renderTree(indexPath(field, i), e, s, fail)
 			if err != nil {
 				return nil, err
 			}
@@ -61,12 +73,7 @@ func Render(v any, s Scope) (any, error) {
 	return v, nil
 }
 
-func renderString(str string, s Scope) (any, error) {
-	v, _, err := renderStringRef(str, s)
-	return v, err
-}
-
-// renderStringRef is renderString that also returns the template that
+// renderStringRef renders one string and also returns the template that
 // failed to resolve (nil when the string itself does not parse).
 func renderStringRef(str string, s Scope) (any, *tref, error) {
 	parts, err := scanTemplates(str)
