@@ -255,3 +255,50 @@ func TestLease_ClaimLapsedBeforeLockRun(t *testing.T) {
 		t.Fatalf("LockRun of a lapsed claim = %v (losses %d); want the lease lost at epoch 1", err, a.LeaseLosses())
 	}
 }
+
+// TestLease_RunHeldProbeTakesNothing: RunHeld (inspect --follow's probe)
+// sees a live lease and a released one without claiming: the epoch does
+// not move, and a run with no lease row is not held.
+func TestLease_RunHeldProbeTakesNothing(t *testing.T) {
+	a, b := twoProcesses(t)
+	ctx := context.Background()
+	unlock, err := a.LockRun("run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []bool{true, true} {
+		if held, err := b.RunHeld(ctx, "run-1"); err != nil || held != want {
+			t.Fatalf("RunHeld while a holds the lease = %v, %v; want %v", held, err, want)
+		}
+	}
+	unlock()
+	if held, err := b.RunHeld(ctx, "run-1"); err != nil || held {
+		t.Fatalf("RunHeld after release = %v, %v; want false", held, err)
+	}
+	if got := readLease(t, b, "run-1"); got.Epoch != 1 || got.Owner != nil {
+		t.Fatalf("lease after three probes = %+v; want epoch 1 (the one claim), no owner", got)
+	}
+	if held, err := b.RunHeld(ctx, "run-unknown"); err != nil || held {
+		t.Fatalf("RunHeld of a run without a lease row = %v, %v; want false", held, err)
+	}
+}
+
+// TestRunHeld_SQLite: on SQLite the probe is the run lock, given back.
+func TestRunHeld_SQLite(t *testing.T) {
+	db := testkit.OpenDB(t, t.TempDir()+"/a.db", events.Options{})
+	ctx := context.Background()
+	unlock, err := db.LockRun("run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := db.RunHeld(ctx, "run-1"); err != nil || !held {
+		t.Fatalf("RunHeld while locked = %v, %v; want true", held, err)
+	}
+	unlock()
+	if held, err := db.RunHeld(ctx, "run-1"); err != nil || held {
+		t.Fatalf("RunHeld after unlock = %v, %v; want false", held, err)
+	}
+	if _, err := db.LockRun("run-1"); err != nil {
+		t.Fatalf("LockRun after the probe: %v (the probe kept the lock)", err)
+	}
+}

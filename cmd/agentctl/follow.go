@@ -95,11 +95,9 @@ func (a *app) follow(ctx context.Context, db *events.DB, runID string) error {
 		if n > 0 {
 			idleSince = time.Now()
 		} else if time.Since(idleSince) >= idleProbe {
-			// LockRun succeeds only when no process holds the run; it
-			// is given back at once.
-			unlock, err := db.LockRun(runID)
-			if err == nil {
-				unlock()
+			// Nobody writes the run (no lock, no live lease): it will not
+			// end by itself. The probe takes nothing (no lease epoch).
+			if held, err := db.RunHeld(ctx, runID); err == nil && !held {
 				return &exitError{code: workflow.ExitInvalid, runID: runID,
 					err: fmt.Errorf("follow %s: %w; it can be resumed: agentctl resume %s", runID, errNotRunning, runID)}
 			}
