@@ -34,6 +34,7 @@ type app struct {
 	durability     string
 	color          string
 	busyTimeout    time.Duration
+	leaseTTL       time.Duration // worker --lease (PostgreSQL); 0: the events default
 	// prog shows a run's progress in --output human; nil until a run starts.
 	prog *progress
 	// stop cancels the command (its context), with the cause: a closed
@@ -199,7 +200,7 @@ func (a *app) openDB(ctx context.Context) (*events.DB, error) {
 
 // dbOptions are the storage options the global flags select.
 func (a *app) dbOptions() events.Options {
-	o := events.Options{Durability: events.Durability(a.durability), BusyTimeout: a.busyTimeout}
+	o := events.Options{Durability: events.Durability(a.durability), BusyTimeout: a.busyTimeout, LeaseTTL: a.leaseTTL}
 	if testHooks.dbOptions != nil {
 		testHooks.dbOptions(&o)
 	}

@@ -60,15 +60,8 @@ Leases of runs that stopped are released, so another worker resumes them at once
 			if lease < 300*time.Millisecond {
 				return usageErr("--lease %s: want 300ms or more", lease)
 			}
-			var db *events.DB
-			var err error
-			if path := a.databasePath(); events.IsPostgres(path) {
-				opts := a.dbOptions()
-				opts.LeaseTTL = lease
-				db, err = events.Open(cmd.Context(), path, opts)
-			} else {
-				db, err = a.openDB(cmd.Context())
-			}
+			a.leaseTTL = lease
+			db, err := a.openDB(cmd.Context())
 			if err != nil {
 				return err
 			}
