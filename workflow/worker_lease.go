@@ -52,6 +52,6 @@ func (q LeaseQueue) Candidates(ctx context.Context, queued int) ([]Candidate, er
 	return LocalQueue(q).Candidates(ctx, queued)
 }
 
-// Orphaned reports whether runID's lease can be taken now (it is taken
-// and given back at once).
+// Orphaned reports whether nobody holds a live lease on runID (a probe
+// that claims nothing).
 func (q LeaseQueue) Orphaned(runID string) bool { return LocalQueue(q).Orphaned(runID) }

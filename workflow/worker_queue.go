@@ -166,14 +166,11 @@ func (q LocalQueue) Candidates(ctx context.Context, queued int) ([]Candidate, er
 	return append(out, next...), nil
 }
 
-// Orphaned reports whether runID's lock in <db>-runlock can be taken: the
-// kernel drops a process's locks when it dies. The lock is released at
-// once; Resume takes it again, and refuses if someone was quicker.
+// Orphaned reports whether runID has no writer: its lock in <db>-runlock
+// can be taken (the kernel drops a process's locks when it dies), or on
+// PostgreSQL nobody holds a live lease. The probe takes nothing; Resume
+// takes the run, and refuses if someone was quicker.
 func (q LocalQueue) Orphaned(runID string) bool {
-	unlock, err := q.DB.LockRun(runID)
-	if err != nil {
-		return false
-	}
-	unlock()
-	return true
+	held, err := q.DB.RunHeld(context.Background(), runID)
+	return err == nil && !held
 }
