@@ -52,10 +52,12 @@ func (db *DB) append(ctx context.Context, runID string, after int64, recs []Reco
 }
 
 // appendMember writes one member's events and projections inside the
-// batch transaction tx. tips holds the tips this batch has already moved
+// batch transaction tx. flush sends a PostgreSQL member's queued
+// statements before it returns, so that its outcome is known (a member of
+// a group); a lone member's travel with the COMMIT instead. tips holds the tips this batch has already moved
 // (they are in tx, not yet committed); the member's tip is set there on
 // success.
-func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member) ([]Event, error) {
+func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member, flush bool) ([]Event, error) {
 	ctx := context.WithoutCancel(m.ctx) // a cancelled statement would roll back the whole batch
 	runID := m.runID
 	if db.pg != nil {
@@ -71,6 +73,9 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member) ([]Event, err
 	}
 	if !ok {
 		// Compare-and-append always reads the tip inside the transaction.
+		if err := tx.flush(ctx); err != nil {
+			return nil, err // the fence's verdict
+		}
 		var err error
 		if t, err = readTip(ctx, tx, runID); err != nil {
 			return nil, &Error{Op: "append: read tip", Path: db.path, Err: classify(err)}
@@ -98,11 +103,15 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member) ([]Event, err
 		}
 		e := Event{RunID: runID, Seq: t.seq + 1, Stream: r.Stream, Type: r.Type, Payload: payload, CreatedAt: now, PrevHash: t.hash, codec: db.enc, value: typedValue(r.Payload)}
 		e.Hash = ChainHash(ChainLatest, e)
-		if _, err := tx.Exec(ctx, insertEvent, e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt, e.PrevHash, e.Hash); err != nil {
+		typ, seq := e.Type, e.Seq
+		err = tx.execWrap(ctx, func(err error) error {
 			if appendConflict(err) {
-				return nil, fmt.Errorf("append to run %s at seq %d: %w: someone else appended, reload the tail (%v)", runID, e.Seq, ErrConflict, err)
+				return fmt.Errorf("append to run %s at seq %d: %w: someone else appended, reload the tail (%v)", runID, seq, ErrConflict, err)
 			}
-			return nil, &Error{Op: fmt.Sprintf("append %s seq %d", e.Type, e.Seq), Path: db.path, Err: classify(err)}
+			return &Error{Op: fmt.Sprintf("append %s seq %d", typ, seq), Path: db.path, Err: classify(err)}
+		}, insertEvent, e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt, e.PrevHash, e.Hash)
+		if err != nil {
+			return nil, err
 		}
 		t = tip{seq: e.Seq, hash: e.Hash}
 		evs = append(evs, e)
@@ -112,13 +121,25 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member) ([]Event, err
 			return nil, fmt.Errorf("append: project: %w", err)
 		}
 	}
+	// A PostgreSQL member of a group sends its statements now, in one
+	// round trip: the fence's verdict and every statement's error are
+	// known before its savepoint is released.
+	if flush {
+		if err := tx.flush(ctx); err != nil {
+			return nil, err
+		}
+	}
 	tips[runID] = t
 	return evs, nil
 }
 
 func readTip(ctx context.Context, tx *Tx, runID string) (tip, error) {
 	var t tip
-	err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID).Scan(&t.seq, &t.hash)
+	row, err := tx.QueryRow(ctx, `SELECT seq, hash FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID)
+	if err != nil {
+		return t, err
+	}
+	err = row.Scan(&t.seq, &t.hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return tip{}, nil
 	}

@@ -147,18 +147,37 @@ func (db *DB) commitBatch(batch []*member) {
 	if db.group.observer != nil {
 		started = time.Now()
 	}
+	if db.pg != nil {
+		// One raw connection, the writes pipelined (pgpipe.go).
+		ran := false
+		err := db.withPipe(ctx, func(tx *Tx) {
+			ran = true
+			db.commitMembers(tx, live, fail, started)
+		})
+		if !ran && err != nil {
+			fail(err)
+		}
+		return
+	}
 	tx, err := db.BeginTx(ctx)
 	if err != nil {
 		fail(err)
 		return
 	}
 	defer func() { _ = tx.Rollback() }()
+	db.commitMembers(tx, live, fail, started)
+}
+
+// commitMembers appends every live member inside tx, each in a savepoint
+// when there are several, and commits.
+func (db *DB) commitMembers(tx *Tx, live []*member, fail func(error), started time.Time) {
+	ctx := context.Background()
 	tips := map[string]tip{} // tips moved in this transaction
 	failed := map[string]bool{}
 	ok := 0
 	if len(live) == 1 {
 		m := live[0]
-		if m.evs, m.err = db.appendMember(tx, tips, m); m.err != nil {
+		if m.evs, m.err = db.appendMember(tx, tips, m, false); m.err != nil {
 			delete(db.tips, m.runID)
 			return
 		}
@@ -169,17 +188,21 @@ func (db *DB) commitBatch(batch []*member) {
 				fail(&Error{Op: "append: savepoint", Path: db.path, Err: classify(err)})
 				return
 			}
-			m.evs, m.err = db.appendMember(tx, tips, m)
-			end := "RELEASE append_member"
+			mark := tx.mark()
+			m.evs, m.err = db.appendMember(tx, tips, m, true)
+			end := []string{"RELEASE append_member"}
 			if m.err != nil {
+				tx.discardSince(mark)
 				failed[m.runID] = true
-				end = "ROLLBACK TO append_member; RELEASE append_member"
+				end = []string{"ROLLBACK TO append_member", "RELEASE append_member"}
 			} else {
 				ok++
 			}
-			if _, err := tx.ExecContext(ctx, end); err != nil {
-				fail(&Error{Op: "append: end savepoint", Path: db.path, Err: fmt.Errorf("%w (after: %v)", classify(err), m.err)})
-				return
+			for _, q := range end {
+				if _, err := tx.Exec(ctx, q); err != nil {
+					fail(&Error{Op: "append: end savepoint", Path: db.path, Err: fmt.Errorf("%w (after: %v)", classify(err), m.err)})
+					return
+				}
 			}
 		}
 	}
@@ -190,7 +213,10 @@ func (db *DB) commitBatch(batch []*member) {
 		return
 	}
 	if err := tx.Commit(); err != nil {
-		fail(&Error{Op: "append: commit", Path: db.path, Err: classify(err)})
+		if tx.pipe == nil {
+			err = &Error{Op: "append: commit", Path: db.path, Err: classify(err)}
+		} // else shaped already: a lone member's statements failed with the COMMIT's batch, or the COMMIT did
+		fail(err)
 		return
 	}
 	db.group.commits.Add(1)

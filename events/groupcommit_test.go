@@ -1,36 +1,44 @@
-package events
+package events_test
 
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 )
 
 // TestGroupCommit_MembersFailAlone holds the writer while one appender
 // leads and seven queue behind it in a known order, then lets it go: the
 // seven commit as one batch in which three members fail (a compare-and-
 // append conflict, a projection error, a payload refused) and roll back
-// alone, and the others commit with dense, verifying chains.
+// alone, and the others commit with dense, verifying chains. On both
+// backends: on PostgreSQL a member's statements travel as one pipelined
+// batch, and a statement the server refuses (d1) fails its member alone.
 func TestGroupCommit_MembersFailAlone(t *testing.T) {
-	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "g.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	joined := make(chan bool, 16)
-	db.group.queued = func(lead bool) { joined <- lead }
+	testkit.EachBackend(t, testGroupCommitMembersFailAlone)
+}
 
-	rec := func(v string) []Record {
-		return []Record{{Stream: "run", Type: "test.step", Payload: map[string]string{"v": v}}}
+func testGroupCommitMembersFailAlone(t *testing.T, b testkit.Backend) {
+	db := b.Open(t, events.Options{})
+	joined := make(chan bool, 16)
+	events.SetQueuedHook(db, func(lead bool) { joined <- lead })
+
+	rec := func(v string) []events.Record {
+		return []events.Record{{Stream: "run", Type: "test.step", Payload: map[string]string{"v": v}}}
 	}
-	projectRun := func(ctx context.Context, tx *Tx, evs []Event) error {
+	projectRun := func(ctx context.Context, tx *events.Tx, evs []events.Event) error {
 		_, err := tx.Exec(ctx, `INSERT INTO runs (run_id, workflow, workflow_digest, mode, state, started_at, updated_at) VALUES (?, 'w', 'd', 'run', 'running', ?, ?)`, evs[0].RunID, evs[0].CreatedAt, evs[0].CreatedAt)
 		return err
 	}
 	boom := errors.New("boom")
-	projectThenFail := func(ctx context.Context, tx *Tx, evs []Event) error {
+	refused := func(ctx context.Context, tx *events.Tx, evs []events.Event) error {
+		_, err := tx.Exec(ctx, `INSERT INTO no_such_table (x) VALUES (1)`)
+		return err
+	}
+	projectThenFail := func(ctx context.Context, tx *events.Tx, evs []events.Event) error {
 		if err := projectRun(ctx, tx, evs); err != nil {
 			return err
 		}
@@ -40,8 +48,8 @@ func TestGroupCommit_MembersFailAlone(t *testing.T) {
 		name  string
 		run   string
 		after int64
-		recs  []Record
-		apply Applier
+		recs  []events.Record
+		apply events.Applier
 	}
 	steps := []step{
 		{"a1 (leads)", "run-a", -1, rec("a1"), nil},
@@ -50,13 +58,14 @@ func TestGroupCommit_MembersFailAlone(t *testing.T) {
 		{"b1 projection fails", "run-b", -1, rec("b1"), projectThenFail},
 		{"a3", "run-a", 2, rec("a3"), nil},
 		{"b2", "run-b", -1, rec("b2"), projectRun},
-		{"c1 not UTF-8", "run-c", -1, []Record{{Stream: "run", Type: "test.step", Payload: []byte("\"\xff\"")}}, nil},
+		{"c1 not UTF-8", "run-c", -1, []events.Record{{Stream: "run", Type: "test.step", Payload: []byte("\"\xff\"")}}, nil},
+		{"d1 statement refused", "run-d", -1, rec("d1"), refused},
 		{"c2", "run-c", -1, rec("c2"), nil},
 	}
 	errs := make([]error, len(steps))
-	seqs := make([][]Event, len(steps))
+	seqs := make([][]events.Event, len(steps))
 	var wg sync.WaitGroup
-	db.wmu.Lock() // the leader blocks here, with its batch of one
+	release := events.HoldWriter(db) // the leader blocks here, with its batch of one
 	for i, s := range steps {
 		wg.Add(1)
 		go func() {
@@ -67,7 +76,7 @@ func TestGroupCommit_MembersFailAlone(t *testing.T) {
 			t.Fatalf("%s: lead = %v", s.name, lead)
 		}
 	}
-	db.wmu.Unlock()
+	release()
 	wg.Wait()
 
 	want := map[string]int64{"a1 (leads)": 1, "a2": 2, "a3": 3, "b2": 1, "c2": 1}
@@ -80,14 +89,17 @@ func TestGroupCommit_MembersFailAlone(t *testing.T) {
 			t.Errorf("%s: committed, want an error", s.name)
 		}
 	}
-	if !errors.Is(errs[2], ErrConflict) {
-		t.Errorf("a conflict: err = %v, want ErrConflict", errs[2])
+	if !errors.Is(errs[2], events.ErrConflict) {
+		t.Errorf("a conflict: err = %v, want events.ErrConflict", errs[2])
 	}
 	if !errors.Is(errs[3], boom) {
 		t.Errorf("b1: err = %v, want boom", errs[3])
 	}
 	if st := db.CommitStats(); st.Commits != 2 || st.Appends != 5 {
 		t.Errorf("CommitStats = %+v, want 2 commits of 5 appends", st)
+	}
+	if ok, err := db.RunExists(context.Background(), "run-d"); err != nil || ok {
+		t.Errorf("run-d exists = %v, %v; want nothing of d1 committed", ok, err)
 	}
 	for run, n := range map[string]int64{"run-a": 3, "run-b": 1, "run-c": 1} {
 		if got, err := db.VerifyRun(context.Background(), run); err != nil || got != n {
@@ -99,7 +111,7 @@ func TestGroupCommit_MembersFailAlone(t *testing.T) {
 		t.Errorf("runs rows = %d, %v; want 1 (b2's; b1's projection rolled back)", runs, err)
 	}
 	// The tips cached after the batch are right: the next appends chain on.
-	for _, run := range []string{"run-a", "run-b", "run-c"} {
+	for _, run := range []string{"run-a", "run-b", "run-c", "run-d"} {
 		if _, err := db.Append(context.Background(), run, rec("next"), nil); err != nil {
 			t.Fatal(err)
 		}

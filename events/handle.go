@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"database/sql"
+	"errors"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -81,41 +82,51 @@ func (h *Handle) BeginTxx(ctx context.Context, opts *sql.TxOptions) (*Tx, error)
 	return &Tx{Tx: tx}, nil
 }
 
-// The transaction's sqlx methods, rebound like Handle's.
+// The transaction's sqlx methods, rebound like Handle's. On a pipelined
+// PostgreSQL append (an Applier's tx) ExecContext queues like Exec, and
+// the multi-row reads refuse: an Applier reads with QueryRow.
+
+// errPipeRead refuses a multi-row read inside a pipelined append.
+var errPipeRead = errors.New("events: an append's Applier reads with Tx.QueryRow only")
 
 // ExecContext runs query (rebound) outside the statement cache.
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if t.pipe != nil {
+		return t.Exec(ctx, query, args...)
+	}
 	return t.Tx.ExecContext(ctx, t.Rebind(query), args...)
 }
 
 // GetContext is sqlx's GetContext with the query rebound.
 func (t *Tx) GetContext(ctx context.Context, dest any, query string, args ...any) error {
+	if t.pipe != nil {
+		return errPipeRead
+	}
 	return t.Tx.GetContext(ctx, dest, t.Rebind(query), args...)
 }
 
 // SelectContext is sqlx's SelectContext with the query rebound.
 func (t *Tx) SelectContext(ctx context.Context, dest any, query string, args ...any) error {
+	if t.pipe != nil {
+		return errPipeRead
+	}
 	return t.Tx.SelectContext(ctx, dest, t.Rebind(query), args...)
 }
 
 // QueryxContext is sqlx's QueryxContext with the query rebound.
 func (t *Tx) QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error) {
+	if t.pipe != nil {
+		return nil, errPipeRead
+	}
 	return t.Tx.QueryxContext(ctx, t.Rebind(query), args...)
-}
-
-// QueryRowxContext is sqlx's QueryRowxContext with the query rebound.
-func (t *Tx) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
-	return t.Tx.QueryRowxContext(ctx, t.Rebind(query), args...)
 }
 
 // QueryContext is database/sql's QueryContext with the query rebound.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if t.pipe != nil {
+		return nil, errPipeRead
+	}
 	return t.Tx.QueryContext(ctx, t.Rebind(query), args...)
-}
-
-// QueryRowContext is database/sql's QueryRowContext with the query rebound.
-func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.Tx.QueryRowContext(ctx, t.Rebind(query), args...)
 }
 
 // Query is QueryContext without a context (tests).

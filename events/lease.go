@@ -159,13 +159,13 @@ RETURNING run_id, lease_epoch, (SELECT state FROM runs WHERE runs.run_id = run_l
 WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`
 	releaseLease = `UPDATE run_leases SET owner = NULL, owner_key = NULL, lease_expires_at = NULL
 WHERE run_id = ? AND owner = ? AND lease_epoch = ?`
-	// fenceHeld: the appender's lease is current; FOR SHARE makes a
-	// concurrent claim wait for this transaction's end.
-	fenceHeld = `SELECT 1 FROM run_leases WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now() FOR SHARE`
-	// fenceFree: an appender without a lease finds whether someone holds
-	// a live one.
-	fenceFree = `SELECT owner, lease_epoch FROM run_leases
-WHERE run_id = ? AND NOT agentctl_lease_free(owner, owner_key, lease_expires_at) FOR SHARE`
+	// fenceHeld: the appender's lease is current, else the statement
+	// fails (sqlstateFenceLost); its FOR SHARE makes a concurrent claim
+	// wait for this transaction's end (migrations/sql/postgres/0003).
+	fenceHeld = `SELECT agentctl_fence_held(?, ?, ?)`
+	// fenceFree: an appender without a lease fails (sqlstateFenceBusy)
+	// when someone holds a live one.
+	fenceFree = `SELECT agentctl_fence_free(?)`
 )
 
 // lockRunPostgres makes this process the run's writer by lease: it adopts
@@ -328,7 +328,9 @@ func (db *DB) ReleaseClaim(runID string) {
 }
 
 // fence checks, inside the append transaction tx, that this process may
-// append to runID (see the lifecycle above).
+// append to runID (see the lifecycle above). On a pipelined append the
+// check travels with the member's writes and its verdict is the member's
+// error at the flush, before anything commits.
 func (db *DB) fence(ctx context.Context, tx *Tx, runID string) error {
 	p := db.pg
 	p.mu.Lock()
@@ -342,34 +344,24 @@ func (db *DB) fence(ctx context.Context, tx *Tx, runID string) error {
 	if lost {
 		return &LeaseLostError{RunID: runID, Epoch: epoch}
 	}
+	failed := func(err error) error {
+		return &Error{Op: "append: check lease of run " + runID, Path: db.path, Err: classify(err)}
+	}
 	if l == nil {
-		row, err := tx.QueryRow(ctx, fenceFree, runID)
-		if err != nil {
-			return &Error{Op: "append: check lease of run " + runID, Path: db.path, Err: classify(err)}
+		return tx.execWrap(ctx, func(err error) error {
+			if pe := pgError(err); pe != nil && pe.Code == sqlstateFenceBusy {
+				return fmt.Errorf("append to run %s: %w (%s)", runID, ErrRunBusy, pe.Message)
+			}
+			return failed(err)
+		}, fenceFree, runID)
+	}
+	return tx.execWrap(ctx, func(err error) error {
+		if pgCode(err) == sqlstateFenceLost {
+			db.loseLease(l)
+			return &LeaseLostError{RunID: runID, Epoch: epoch}
 		}
-		var owner string
-		var ep int64
-		switch err := row.Scan(&owner, &ep); {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil
-		case err != nil:
-			return &Error{Op: "append: check lease of run " + runID, Path: db.path, Err: classify(err)}
-		}
-		return fmt.Errorf("append to run %s: %w (leased by %s at epoch %d)", runID, ErrRunBusy, owner, ep)
-	}
-	row, err := tx.QueryRow(ctx, fenceHeld, runID, p.owner, epoch)
-	if err != nil {
-		return &Error{Op: "append: check lease of run " + runID, Path: db.path, Err: classify(err)}
-	}
-	var one int
-	switch err := row.Scan(&one); {
-	case errors.Is(err, sql.ErrNoRows):
-		db.loseLease(l)
-		return &LeaseLostError{RunID: runID, Epoch: epoch}
-	case err != nil:
-		return &Error{Op: "append: check lease of run " + runID, Path: db.path, Err: classify(err)}
-	}
-	return nil
+		return failed(err)
+	}, fenceHeld, runID, p.owner, epoch)
 }
 
 // loseLease records that l is no longer ours: counted once, and every

@@ -152,17 +152,27 @@ func Migrate(ctx context.Context, path string, opts Options) (from, to int, err 
 const (
 	sqlstateUniqueViolation = "23505"
 	sqlstateChainCheck      = "AG001" // the events_chain trigger (migrations/sql/postgres)
+	sqlstateFenceLost       = "AG002" // agentctl_fence_held: the appender's lease is gone
+	sqlstateFenceBusy       = "AG003" // agentctl_fence_free: another process holds a live lease
 	sqlstateSerialization   = "40001"
 	sqlstateDeadlock        = "40P01"
 )
 
 // pgCode is err's SQLSTATE, "" when it is not a PostgreSQL error.
 func pgCode(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	if pe := pgError(err); pe != nil {
 		return pe.Code
 	}
 	return ""
+}
+
+// pgError is the PostgreSQL error inside err, or nil.
+func pgError(err error) *pgconn.PgError {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
 }
 
 // classifyPostgres keeps a PostgreSQL error as it is: its text already

@@ -18,10 +18,17 @@ type Tx struct {
 	// bound holds the cached statements bound to this transaction, so a
 	// batch of many events binds each statement once, not once per row.
 	bound map[string]*sql.Stmt
+	// pipe, on a PostgreSQL append, queues the writes (pgpipe.go); nil
+	// otherwise, and then Tx is the embedded sqlx transaction.
+	pipe *pgPipe
 }
 
 // Exec runs query with args through the database's statement cache.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if t.pipe != nil {
+		t.pipe.queue(t.db.x.Rebind(query), args, nil, nil)
+		return pipedResult{}, nil
+	}
 	st, err := t.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -29,13 +36,78 @@ func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, e
 	return st.ExecContext(ctx, args...)
 }
 
-// QueryRow runs a single-row query through the database's statement cache.
-func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) (*sql.Row, error) {
+// QueryRow runs a single-row query through the database's statement cache
+// (on a PostgreSQL append, after sending what is queued).
+func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) (Row, error) {
+	if t.pipe != nil {
+		if err := t.pipe.flush(ctx); err != nil {
+			return nil, err
+		}
+		return pgRow{t.pipe.conn.QueryRow(ctx, t.db.x.Rebind(query), args...)}, nil
+	}
 	st, err := t.stmt(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	return st.QueryRowContext(ctx, args...), nil
+}
+
+// execWrap is Exec whose error, when it happens, is shaped by wrap: at
+// once on SQLite, at the next flush on a PostgreSQL append.
+func (t *Tx) execWrap(ctx context.Context, wrap func(error) error, query string, args ...any) error {
+	if t.pipe != nil {
+		t.pipe.queue(t.db.x.Rebind(query), args, nil, wrap)
+		return nil
+	}
+	if _, err := t.Exec(ctx, query, args...); err != nil {
+		return wrap(err)
+	}
+	return nil
+}
+
+// queryRowThen runs a single-row query and hands its row to scan: at once
+// on SQLite, at the next flush on a PostgreSQL append (so the query
+// travels with the writes after it). scan's error is the query's.
+func (t *Tx) queryRowThen(ctx context.Context, scan func(Row) error, query string, args ...any) error {
+	if t.pipe != nil {
+		t.pipe.queue(t.db.x.Rebind(query), args, scan, nil)
+		return nil
+	}
+	row, err := t.QueryRow(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	return scan(row)
+}
+
+// flush sends a PostgreSQL append's queued statements and returns the
+// first error among them; it does nothing on SQLite, where each ran at once.
+func (t *Tx) flush(ctx context.Context) error {
+	if t.pipe == nil {
+		return nil
+	}
+	return t.pipe.flush(ctx)
+}
+
+// Pipelined reports a PostgreSQL append transaction, whose writes are
+// queued and whose reads cost a round trip each: an Applier then prefers
+// a write that reads in SQL (INSERT … SELECT) to a read and a write.
+func (t *Tx) Pipelined() bool { return t.pipe != nil }
+
+// Commit commits the transaction.
+func (t *Tx) Commit() error {
+	if t.pipe != nil {
+		return t.commitPipe()
+	}
+	return t.Tx.Commit()
+}
+
+// Rollback aborts the transaction; after Commit it is a no-op error.
+func (t *Tx) Rollback() error {
+	if t.pipe != nil {
+		return t.rollbackPipe()
+	}
+	return t.Tx.Rollback()
 }
 
 func (t *Tx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {

@@ -56,9 +56,17 @@ func applyPair(ctx context.Context, tx *events.Tx, first, second events.Event) (
 }
 
 // attachSession copies the session row a task found open (FromTaskID's)
-// to the attaching task, unless it has one. Read, then insert: an INSERT …
-// SELECT from the same table makes SQLite materialise the SELECT first.
+// to the attaching task, unless it has one. On a pipelined PostgreSQL
+// append it is one INSERT … SELECT (a read would cost a round trip of its
+// own); on SQLite, read then insert: an INSERT … SELECT from the same
+// table makes SQLite materialise the SELECT first.
 func attachSession(ctx context.Context, tx *events.Tx, e events.Event, p SessionRef) error {
+	if tx.Pipelined() {
+		return exec(ctx, tx, `INSERT INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, created_at, updated_at)
+SELECT run_id, ?, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, ?, ? FROM protocol_sessions
+WHERE run_id = ? AND task_id = ? AND remote = ? AND generation = ? ON CONFLICT DO NOTHING`,
+			p.TaskID, e.CreatedAt, e.CreatedAt, e.RunID, p.FromTaskID, p.Remote, p.Generation)
+	}
 	row, err := tx.QueryRow(ctx, `SELECT url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id FROM protocol_sessions WHERE run_id = ? AND task_id = ? AND remote = ? AND generation = ?`,
 		e.RunID, p.FromTaskID, p.Remote, p.Generation)
 	if err != nil {

@@ -1,0 +1,14 @@
+package events
+
+// Hooks for the external tests (package events_test) that need to order
+// concurrent appends.
+
+// SetQueuedHook calls fn under the queue's lock as each append joins it:
+// lead says whether it leads a commit at once.
+func SetQueuedHook(db *DB, fn func(lead bool)) { db.group.queued = fn }
+
+// HoldWriter blocks every commit until release is called.
+func HoldWriter(db *DB) (release func()) {
+	db.wmu.Lock()
+	return db.wmu.Unlock
+}

@@ -1,0 +1,236 @@
+package events
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// On PostgreSQL every statement sent on its own is a network round trip,
+// and a durable call's commits hold a dozen statements (the fence, the
+// event rows, the projection writes): sent one by one they cost more than
+// the commits themselves (BENCHMARKS.md, PostgreSQL). An append
+// transaction therefore queues its writes and sends them as one pgx batch
+// (one round trip, pipelined) when it needs an answer: at the end of each
+// group-commit member, before a read, and at COMMIT. A member costs one
+// round trip and the commit one more, whatever the number of statements.
+//
+// Nothing changes in what is decided: the member's outcome is read from
+// the batch's results before the member is released, the fence's row is
+// checked before anything commits, and a statement's error still reaches
+// the member that queued it, with its own wrapping.
+
+// pgPipe is the queue of one PostgreSQL append transaction. It holds the
+// raw pgx connection for the transaction's life (inside sql.Conn.Raw).
+type pgPipe struct {
+	conn  *pgx.Conn
+	batch *pgx.Batch // what is queued; a sent batch is never touched again (its results read it)
+	items []pipeItem
+	open  bool // BEGIN sent or queued; COMMIT/ROLLBACK not yet sent
+	// flushes counts batches sent, so that a mark knows whether what it
+	// marked is still queued.
+	flushes int
+}
+
+// pipeMark is a point in a transaction's queue (Tx.mark).
+type pipeMark struct{ flushes, items int }
+
+// statementHead names a statement in an error by its first words.
+func statementHead(q string) string {
+	const n = 40
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) > n {
+		return q[:n] + "…"
+	}
+	return q
+}
+
+// pipeItem is one queued statement: its result is read (scan) or its
+// error shaped (wrap) when the batch is flushed.
+type pipeItem struct {
+	query string
+	scan  func(Row) error
+	wrap  func(error) error
+}
+
+// Row is the one-row result a transaction's query hands its caller: a
+// *sql.Row on SQLite, pgx's row on a PostgreSQL append (ErrNoRows is
+// sql.ErrNoRows on both).
+type Row interface {
+	Scan(dest ...any) error
+}
+
+type pgRow struct{ pgx.Row }
+
+func (r pgRow) Scan(dest ...any) error {
+	if err := r.Row.Scan(dest...); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return sql.ErrNoRows
+		}
+		return err
+	}
+	return nil
+}
+
+// queue adds one statement to the next batch.
+func (p *pgPipe) queue(query string, args []any, scan func(Row) error, wrap func(error) error) {
+	if p.batch == nil {
+		p.batch = &pgx.Batch{}
+	}
+	p.batch.Queue(query, args...)
+	p.items = append(p.items, pipeItem{query: query, scan: scan, wrap: wrap})
+}
+
+// flush sends what is queued in one round trip and reads every result in
+// order. The first failing statement's error is returned (shaped by its
+// wrap); PostgreSQL skips the statements after it, and the transaction is
+// then aborted until a ROLLBACK (TO SAVEPOINT).
+func (p *pgPipe) flush(ctx context.Context) error {
+	if len(p.items) == 0 {
+		return nil
+	}
+	items, b := p.items, p.batch
+	p.batch, p.items = nil, nil
+	br := p.conn.SendBatch(ctx, b)
+	p.flushes++
+	var first error
+	for _, it := range items {
+		var err error
+		if it.scan != nil {
+			err = it.scan(pgRow{br.QueryRow()})
+		} else {
+			var tag interface{ String() string }
+			tag, err = br.Exec()
+			if err == nil && it.query == "COMMIT" && tag.String() != "COMMIT" {
+				// PostgreSQL answers COMMIT of an aborted transaction with
+				// ROLLBACK and no error.
+				err = fmt.Errorf("the transaction was rolled back (%s)", tag)
+			}
+		}
+		if err != nil {
+			switch {
+			case it.wrap != nil:
+				err = it.wrap(err)
+			case it.scan == nil:
+				err = &Error{Op: "statement " + statementHead(it.query), Err: classify(err)}
+			}
+			first = err
+			break
+		}
+	}
+	if err := br.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// mark is the point after which a group-commit member's statements are
+// queued; discardSince drops those not yet sent when the member fails
+// before its flush, so that its fence or rows are not sent with (and
+// blamed on) the next member. Both do nothing on SQLite.
+func (t *Tx) mark() pipeMark {
+	if t.pipe == nil {
+		return pipeMark{}
+	}
+	return pipeMark{flushes: t.pipe.flushes, items: len(t.pipe.items)}
+}
+
+func (t *Tx) discardSince(m pipeMark) {
+	p := t.pipe
+	if p == nil {
+		return
+	}
+	n := 0 // everything queued since the last flush is the member's
+	if p.flushes == m.flushes {
+		n = m.items
+	}
+	p.items = p.items[:n]
+	if p.batch != nil {
+		p.batch.QueuedQueries = p.batch.QueuedQueries[:n]
+	}
+}
+
+// pipedResult is what a queued Exec returns: its outcome is not known
+// before the flush.
+type pipedResult struct{}
+
+func (pipedResult) LastInsertId() (int64, error) {
+	return 0, errors.New("events: a queued statement has no insert id")
+}
+
+func (pipedResult) RowsAffected() (int64, error) {
+	return 0, errors.New("events: a queued statement's row count is not known before the flush")
+}
+
+// withPipe runs fn with a pipelined transaction on one raw connection of
+// the pool. A transaction fn leaves open is rolled back; a connection left
+// in any state but idle is closed rather than returned to the pool.
+func (db *DB) withPipe(ctx context.Context, fn func(tx *Tx)) error {
+	conn, err := db.x.Conn(ctx)
+	if err != nil {
+		return &Error{Op: "begin", Path: db.path, Err: classify(err)}
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("events: PostgreSQL connection is a %T, not pgx's", dc)
+		}
+		p := &pgPipe{conn: sc.Conn()}
+		tx := &Tx{db: db, pipe: p}
+		p.queue("BEGIN", nil, nil, nil)
+		p.open = true
+		fn(tx)
+		if p.open {
+			_ = tx.Rollback()
+		}
+		if st := p.conn.PgConn().TxStatus(); st != 'I' || p.conn.IsClosed() {
+			_ = p.conn.Close(ctx)
+			return driver.ErrBadConn // discard it: never hand on a connection inside a transaction
+		}
+		return nil
+	})
+}
+
+// commitPipe sends COMMIT with whatever is still queued: a single-member
+// append's whole transaction is then one round trip. A statement that
+// fails aborts the transaction before the COMMIT runs; its error (shaped
+// by its wrap) is returned and the transaction rolled back.
+func (t *Tx) commitPipe() error {
+	p := t.pipe
+	if !p.open {
+		return sql.ErrTxDone
+	}
+	p.queue("COMMIT", nil, nil, func(err error) error {
+		return &Error{Op: "append: commit", Path: t.db.path, Err: classify(err)}
+	})
+	p.open = false
+	err := p.flush(context.Background())
+	if err != nil && !p.conn.IsClosed() && p.conn.PgConn().TxStatus() != 'I' {
+		p.queue("ROLLBACK", nil, nil, nil)
+		_ = p.flush(context.Background())
+	}
+	return err
+}
+
+// rollbackPipe drops what is queued and rolls the transaction back.
+func (t *Tx) rollbackPipe() error {
+	p := t.pipe
+	if !p.open {
+		return sql.ErrTxDone
+	}
+	p.open = false
+	if len(p.items) > 0 && p.items[0].query == "BEGIN" {
+		p.batch, p.items = nil, nil // nothing was sent
+		return nil
+	}
+	p.batch, p.items = nil, nil
+	p.queue("ROLLBACK", nil, nil, nil)
+	return p.flush(context.Background())
+}

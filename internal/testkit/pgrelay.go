@@ -1,0 +1,93 @@
+package testkit
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// PGRelay sits between agentctl and the test PostgreSQL server on
+// 127.0.0.1 and counts the client's round trips: each Sync (the end of an
+// extended-protocol pipeline) and each simple Query is one wait for the
+// server. Tests and benchmarks use it to hold the append path to its
+// number of round trips, which a busy machine's timings cannot show.
+type PGRelay struct {
+	ln    net.Listener
+	trips atomic.Int64
+	wg    sync.WaitGroup
+}
+
+// RoundTrips is the number of Sync and Query messages relayed so far.
+func (r *PGRelay) RoundTrips() int64 { return r.trips.Load() }
+
+// NewPGRelay starts a relay to dsn's host and returns it with a DSN that
+// reaches the same database through it. It stops when tb ends.
+func NewPGRelay(tb testing.TB, dsn string) (*PGRelay, string) {
+	tb.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		tb.Fatalf("pgrelay: %v", err)
+	}
+	target := u.Host
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("pgrelay: %v", err)
+	}
+	r := &PGRelay{ln: ln}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			r.wg.Add(2)
+			go func() { defer r.wg.Done(); r.count(s, c); _ = s.Close() }()
+			go func() { defer r.wg.Done(); _, _ = io.Copy(c, s); _ = c.Close() }()
+		}
+	}()
+	tb.Cleanup(func() { _ = ln.Close() })
+	u.Host = ln.Addr().String()
+	return r, u.String()
+}
+
+// count copies the client's messages to the server, counting Sync ('S')
+// and Query ('Q'). The first message (startup) has no type byte.
+func (r *PGRelay) count(dst io.Writer, src io.Reader) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(src, hdr[:4]); err != nil {
+		return
+	}
+	n := int64(binary.BigEndian.Uint32(hdr[:4]))
+	if _, err := dst.Write(hdr[:4]); err != nil {
+		return
+	}
+	if _, err := io.CopyN(dst, src, n-4); err != nil {
+		return
+	}
+	for {
+		if _, err := io.ReadFull(src, hdr[:]); err != nil {
+			return
+		}
+		if hdr[0] == 'S' || hdr[0] == 'Q' {
+			r.trips.Add(1)
+		}
+		if _, err := dst.Write(hdr[:]); err != nil {
+			return
+		}
+		n := int64(binary.BigEndian.Uint32(hdr[1:]))
+		if _, err := io.CopyN(dst, src, n-4); err != nil {
+			return
+		}
+	}
+}
