@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
@@ -80,5 +81,25 @@ func TestPostgres_PipelinedErrorsReachTheirMember(t *testing.T) {
 	}
 	if n, err := db.VerifyRun(ctx, "r"); err != nil || n != 2 {
 		t.Fatalf("VerifyRun = %d, %v; want 2 events", n, err)
+	}
+}
+
+// TestPostgres_LargeAppend: one append of 8,000 events (≈ 10 MB of
+// statements and as many results) goes through the pipeline without the
+// client and the server each waiting for the other to read.
+func TestPostgres_LargeAppend(t *testing.T) {
+	db := testkit.OpenDB(t, testkit.PostgresDB(t), events.Options{})
+	ctx := context.Background()
+	body := strings.Repeat("x", 1000)
+	recs := make([]events.Record, 8000)
+	for i := range recs {
+		recs[i] = events.Record{Stream: "run", Type: "test.step", Payload: map[string]string{"body": body}}
+	}
+	evs, err := db.Append(ctx, "big", recs, nil)
+	if err != nil || len(evs) != len(recs) {
+		t.Fatalf("append = %d events, %v", len(evs), err)
+	}
+	if n, err := db.VerifyRun(ctx, "big"); err != nil || n != int64(len(recs)) {
+		t.Fatalf("VerifyRun = %d, %v", n, err)
 	}
 }
