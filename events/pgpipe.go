@@ -17,14 +17,16 @@ import (
 // event rows, the projection writes): sent one by one they cost more than
 // the commits themselves (BENCHMARKS.md, PostgreSQL). An append
 // transaction therefore queues its writes and sends them as one pgx batch
-// (one round trip, pipelined) when it needs an answer: at the end of each
-// group-commit member, before a read, and at COMMIT. A member costs one
-// round trip and the commit one more, whatever the number of statements.
+// (one round trip, pipelined) when it needs an answer: at COMMIT, at the
+// end of each member of a group commit, and before a read. A lone append
+// (BEGIN, fence, rows, projections, COMMIT) is one round trip; a group of
+// n members n + 1.
 //
-// Nothing changes in what is decided: the member's outcome is read from
-// the batch's results before the member is released, the fence's row is
-// checked before anything commits, and a statement's error still reaches
-// the member that queued it, with its own wrapping.
+// Nothing changes in what is decided: the fence is a statement that fails
+// (migration 0003), so a lost lease aborts the transaction before its
+// COMMIT runs; PostgreSQL skips every statement after a failing one; a
+// group member's outcome is read before its savepoint is released; and a
+// statement's error reaches the append that queued it, with its wrapping.
 
 // pgPipe is the queue of one PostgreSQL append transaction. It holds the
 // raw pgx connection for the transaction's life (inside sql.Conn.Raw).
@@ -51,11 +53,10 @@ func statementHead(q string) string {
 	return q
 }
 
-// pipeItem is one queued statement: its result is read (scan) or its
-// error shaped (wrap) when the batch is flushed.
+// pipeItem is one queued statement; wrap, if set, shapes its error when
+// the batch is flushed.
 type pipeItem struct {
 	query string
-	scan  func(Row) error
 	wrap  func(error) error
 }
 
@@ -79,12 +80,12 @@ func (r pgRow) Scan(dest ...any) error {
 }
 
 // queue adds one statement to the next batch.
-func (p *pgPipe) queue(query string, args []any, scan func(Row) error, wrap func(error) error) {
+func (p *pgPipe) queue(query string, args []any, wrap func(error) error) {
 	if p.batch == nil {
 		p.batch = &pgx.Batch{}
 	}
 	p.batch.Queue(query, args...)
-	p.items = append(p.items, pipeItem{query: query, scan: scan, wrap: wrap})
+	p.items = append(p.items, pipeItem{query: query, wrap: wrap})
 }
 
 // flush sends what is queued in one round trip and reads every result in
@@ -101,23 +102,16 @@ func (p *pgPipe) flush(ctx context.Context) error {
 	p.flushes++
 	var first error
 	for _, it := range items {
-		var err error
-		if it.scan != nil {
-			err = it.scan(pgRow{br.QueryRow()})
-		} else {
-			var tag interface{ String() string }
-			tag, err = br.Exec()
-			if err == nil && it.query == "COMMIT" && tag.String() != "COMMIT" {
-				// PostgreSQL answers COMMIT of an aborted transaction with
-				// ROLLBACK and no error.
-				err = fmt.Errorf("the transaction was rolled back (%s)", tag)
-			}
+		tag, err := br.Exec()
+		if err == nil && it.query == "COMMIT" && tag.String() != "COMMIT" {
+			// PostgreSQL answers COMMIT of an aborted transaction with
+			// ROLLBACK and no error.
+			err = fmt.Errorf("the transaction was rolled back (%s)", tag)
 		}
 		if err != nil {
-			switch {
-			case it.wrap != nil:
+			if it.wrap != nil {
 				err = it.wrap(err)
-			case it.scan == nil:
+			} else {
 				err = &Error{Op: "statement " + statementHead(it.query), Err: classify(err)}
 			}
 			first = err
@@ -184,7 +178,7 @@ func (db *DB) withPipe(ctx context.Context, fn func(tx *Tx)) error {
 		}
 		p := &pgPipe{conn: sc.Conn()}
 		tx := &Tx{db: db, pipe: p}
-		p.queue("BEGIN", nil, nil, nil)
+		p.queue("BEGIN", nil, nil)
 		p.open = true
 		fn(tx)
 		if p.open {
@@ -207,13 +201,13 @@ func (t *Tx) commitPipe() error {
 	if !p.open {
 		return sql.ErrTxDone
 	}
-	p.queue("COMMIT", nil, nil, func(err error) error {
+	p.queue("COMMIT", nil, func(err error) error {
 		return &Error{Op: "append: commit", Path: t.db.path, Err: classify(err)}
 	})
 	p.open = false
 	err := p.flush(context.Background())
 	if err != nil && !p.conn.IsClosed() && p.conn.PgConn().TxStatus() != 'I' {
-		p.queue("ROLLBACK", nil, nil, nil)
+		p.queue("ROLLBACK", nil, nil)
 		_ = p.flush(context.Background())
 	}
 	return err
@@ -231,6 +225,6 @@ func (t *Tx) rollbackPipe() error {
 		return nil
 	}
 	p.batch, p.items = nil, nil
-	p.queue("ROLLBACK", nil, nil, nil)
+	p.queue("ROLLBACK", nil, nil)
 	return p.flush(context.Background())
 }

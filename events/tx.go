@@ -26,7 +26,7 @@ type Tx struct {
 // Exec runs query with args through the database's statement cache.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if t.pipe != nil {
-		t.pipe.queue(t.db.x.Rebind(query), args, nil, nil)
+		t.pipe.queue(t.db.x.Rebind(query), args, nil)
 		return pipedResult{}, nil
 	}
 	st, err := t.stmt(ctx, query)
@@ -56,28 +56,13 @@ func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) (Row, erro
 // once on SQLite, at the next flush on a PostgreSQL append.
 func (t *Tx) execWrap(ctx context.Context, wrap func(error) error, query string, args ...any) error {
 	if t.pipe != nil {
-		t.pipe.queue(t.db.x.Rebind(query), args, nil, wrap)
+		t.pipe.queue(t.db.x.Rebind(query), args, wrap)
 		return nil
 	}
 	if _, err := t.Exec(ctx, query, args...); err != nil {
 		return wrap(err)
 	}
 	return nil
-}
-
-// queryRowThen runs a single-row query and hands its row to scan: at once
-// on SQLite, at the next flush on a PostgreSQL append (so the query
-// travels with the writes after it). scan's error is the query's.
-func (t *Tx) queryRowThen(ctx context.Context, scan func(Row) error, query string, args ...any) error {
-	if t.pipe != nil {
-		t.pipe.queue(t.db.x.Rebind(query), args, scan, nil)
-		return nil
-	}
-	row, err := t.QueryRow(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	return scan(row)
 }
 
 // flush sends a PostgreSQL append's queued statements and returns the
