@@ -44,7 +44,7 @@ reached ends it as it would end a run (exit 3 policy, 6 remote). No tool is call
 			if a.output != "human" {
 				return a.printJSON(a.stdout, "CheckResult", true, data)
 			}
-			fmt.Fprintf(a.stdout, "%s: ok (%s, %d tasks)\n", args[0], wf.Metadata.Name, len(wf.Spec.Tasks))
+			fmt.Fprintf(a.stdout, "%s: ok (%s, %d tasks)\n", clean(args[0]), clean(wf.Metadata.Name), len(wf.Spec.Tasks))
 			return nil
 		},
 	}
@@ -97,7 +97,7 @@ func (a *app) checkRemote(cmd *cobra.Command, wf *spec.Workflow) error {
 				fmt.Fprintln(a.stdout, clean(f.String()))
 			}
 			if res.Err == nil {
-				fmt.Fprintf(a.stdout, "%s: ok against %d server(s) (%s, %d tasks)\n", wf.File, len(servers), wf.Metadata.Name, len(wf.Spec.Tasks))
+				fmt.Fprintf(a.stdout, "%s: ok against %d server(s) (%s, %d tasks)\n", clean(wf.File), len(servers), clean(wf.Metadata.Name), len(wf.Spec.Tasks))
 				fmt.Fprintf(a.stderr, "check run %s %s (agentctl inspect %s)\n", res.RunID, res.State, res.RunID)
 			}
 		}
