@@ -224,11 +224,23 @@ func (f *fold) add(e events.Event) error {
 	case projector.TypeCallResult:
 		var r struct {
 			EffectID string `json:"effectId"`
+			Polls    int    `json:"polls"`
 		}
 		if err := e.Decode(&r); err != nil {
 			return err
 		}
 		f.callMark(r.EffectID, MarkResult, at)
+		if c := f.callOf[r.EffectID]; c != nil {
+			c.polled(r.Polls, time.Time{})
+		}
+	case projector.TypeCallTaskStatus:
+		var s projector.CallTaskStatus
+		if err := e.Decode(&s); err != nil {
+			return err
+		}
+		if c := f.callOf[s.EffectID]; c != nil {
+			c.polled(s.Poll, at)
+		}
 	case projector.TypeCallError:
 		var ce projector.CallError
 		if err := e.Decode(&ce); err != nil {
@@ -411,6 +423,28 @@ func (c *Call) mark(kind string, at time.Time) *Mark {
 		c.End = at
 	}
 	return m
+}
+
+// polled raises c's task-poll count to n, the ordinal of a poll the log
+// names (call.task_status) or the total a task's result carries: identical
+// polls are folded out of the log, their frames not kept, so counting
+// tasks/get frames alone would say too few. A zero at (the result's total)
+// leaves the last poll's time as it was.
+func (c *Call) polled(n int, at time.Time) {
+	if n <= 0 {
+		return
+	}
+	m := c.Marks[MarkPoll]
+	if m == nil {
+		if at.IsZero() {
+			return // a total with no poll drawn: nothing to place on the timeline
+		}
+		m = c.mark(MarkPoll, at)
+	}
+	if !at.IsZero() && at.After(m.Last) {
+		m.Last = at
+	}
+	m.Count = max(m.Count, n)
 }
 
 func sessionKey(remote string, gen int) string {
