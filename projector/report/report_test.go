@@ -63,8 +63,14 @@ func appendOne(t *testing.T, db *events.DB, run, stream, typ string, payload any
 // their bars where they ran; a retry scheduled and a skipped task (event
 // types other parts of agentctl may write) are drawn; a type the report
 // does not know is passed over; the page renders.
+// On SQLite and PostgreSQL.
 func TestBuildOverlapSkipRetryUnknown(t *testing.T) {
-	db := testkit.OpenDB(t, "", events.Options{Durability: events.DurabilityNormal})
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		testBuildOverlapSkipRetryUnknown(t, b.Open(t, events.Options{Durability: events.DurabilityNormal}))
+	})
+}
+
+func testBuildOverlapSkipRetryUnknown(t *testing.T, db *events.DB) {
 	const run = "run-synthetic"
 	appendOne(t, db, run, "run", projector.TypeRunCreated, projector.RunCreated{RunID: run, Workflow: "w", Digest: "sha256:00", Mode: "run"})
 	appendOne(t, db, run, "task/a/1", projector.TypeTaskStarted, projector.TaskStarted{TaskID: "a", Attempt: 1, Server: "s", Tool: "x"})
@@ -126,8 +132,14 @@ func TestBuildOverlapSkipRetryUnknown(t *testing.T) {
 
 // TestBuildLiveRun: a run still running (no finish events) draws its open
 // attempt and call up to the last event committed.
+// On SQLite and PostgreSQL.
 func TestBuildLiveRun(t *testing.T) {
-	db := testkit.OpenDB(t, "", events.Options{Durability: events.DurabilityNormal})
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		testBuildLiveRun(t, b.Open(t, events.Options{Durability: events.DurabilityNormal}))
+	})
+}
+
+func testBuildLiveRun(t *testing.T, db *events.DB) {
 	const run = "run-live"
 	appendOne(t, db, run, "run", projector.TypeRunCreated, projector.RunCreated{RunID: run, Workflow: "w", Digest: "sha256:00", Mode: "run"})
 	appendOne(t, db, run, "task/a/1", projector.TypeTaskStarted, projector.TaskStarted{TaskID: "a", Attempt: 1, Server: "s", Tool: "x"})
