@@ -220,6 +220,11 @@ func TestCLI_ReportConcurrentLive(t *testing.T) {
 				t.Errorf("the timeline lacks %s", want)
 			}
 		}
+		// Both calls whose session was lost under them show it: flaky's
+		// (reconnecting) and risky's (uncertain at once).
+		if n := strings.Count(page, `class="m m-lost"`); n != 2 {
+			t.Errorf("%d session-lost markers, want 2 (flaky's and risky's)", n)
+		}
 		shown := textOf(t, page)
 		for _, want := range []string{"reconnecting from dispatched on fail_ambiguous", "redispatched from reconnecting on reconnected",
 			"uncertain from dispatched on fail_ambiguous", "1 used of a budget of 1", "verified — "} {

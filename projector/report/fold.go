@@ -24,12 +24,16 @@ const (
 	MarkProgress   = "progress"   // notifications/progress (aggregated)
 	MarkPoll       = "poll"       // tasks/get polls of an MCP task (aggregated)
 	MarkResumed    = "resumed"    // the response stream was resumed (GET + Last-Event-ID)
-	MarkLost       = "lost"       // the session was lost: the call went reconnecting, or the session expired
+	MarkLost       = "lost"       // the call's session was lost: its request met an expired session, or it went reconnecting
 	MarkRedispatch = "redispatch" // the call was sent again on a fresh session
 	MarkResult     = "result"     // a complete, validated result was recorded
 	MarkError      = "error"      // a call.error was recorded
 	MarkReplayed   = "replayed"   // recorded frames a replay answered with (aggregated)
 )
+
+// errSessionExpired is the call.error kind of a request answered 404 on
+// its session (the transport's KindSessionExpired).
+const errSessionExpired = "session_expired"
 
 // maxPoints bounds the single markers kept per kind per call; the count
 // goes on past it, so a pathological log cannot grow the report.
@@ -78,6 +82,9 @@ type Call struct {
 	Budget *int
 	// Reconciled is the operator's verdict, when given.
 	Reconciled *projector.EffectView
+
+	gen     int // the session generation of the call's last transition
+	lostGen int // the generation whose loss is marked on the call (0: none)
 }
 
 // Attempt is one task attempt: a bar on its task's lane.
@@ -216,9 +223,12 @@ func (f *fold) add(e events.Event) error {
 			c.Status, c.End = t.To, at
 			switch t.To {
 			case "reconnecting":
-				c.mark(MarkLost, at)
+				c.lost(c.gen, at) // the generation it was on, before this move
 			case "redispatched":
 				c.mark(MarkRedispatch, at)
+			}
+			if t.Generation > 0 {
+				c.gen = t.Generation
 			}
 		}
 	case projector.TypeCallResult:
@@ -248,6 +258,9 @@ func (f *fold) add(e events.Event) error {
 		}
 		if c := f.callOf[ce.EffectID]; c != nil {
 			c.mark(MarkError, at)
+			if ce.Kind == errSessionExpired { // lost even when the call cannot be resent (it ends uncertain)
+				c.lost(c.gen, at)
+			}
 			if len(c.Errors) < maxPoints {
 				c.Errors = append(c.Errors, ce)
 			}
@@ -423,6 +436,17 @@ func (c *Call) mark(kind string, at time.Time) *Mark {
 		c.End = at
 	}
 	return m
+}
+
+// lost marks the loss of session generation gen under c, once per
+// generation (the call's session_expired error and its move to
+// reconnecting are one loss).
+func (c *Call) lost(gen int, at time.Time) {
+	if gen != 0 && gen == c.lostGen {
+		return
+	}
+	c.lostGen = gen
+	c.mark(MarkLost, at)
 }
 
 // polled raises c's task-poll count to n, the ordinal of a poll the log
