@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -226,6 +228,29 @@ func TestCLI_ReportConcurrentLive(t *testing.T) {
 			t.Errorf("%d session-lost markers, want 2 (flaky's and risky's)", n)
 		}
 		shown := textOf(t, page)
+		// The header: the run, its workflow and digest, mode, state, exit
+		// code, durations, the database (a URL with its password masked)
+		// and the chain.
+		for _, want := range []string{"Run " + runID + " uncertain", "workflow report-concurrent sha256:", "mode run", "state uncertain — task risky",
+			"exit code 3", "started 20", "finished 20", "from the first event to the last", "calls 3 · tasks 3 · sessions 2",
+			"database " + events.RedactDSN(db), "chain verified — "} {
+			if !strings.Contains(shown, want) {
+				t.Errorf("the report's header lacks %q", want)
+			}
+		}
+		if u, err := url.Parse(db); err == nil && u.User != nil {
+			if pw, ok := u.User.Password(); ok && strings.Contains(page, pw+"@") {
+				t.Error("the report shows the database URL's password")
+			}
+		}
+		// The sessions: both generations, the protocol, the tools' digests,
+		// the loss of the first; the stream events; no outputs.
+		for _, want := range []string{"local · generation 1", "local · generation 2", "protocol 2025-11-25", "reconnects local 1",
+			"tool (3) schema digest description", "lost +", "Stream events", "tools/call", "Outputs None recorded."} {
+			if !strings.Contains(shown, want) {
+				t.Errorf("the report lacks %q", want)
+			}
+		}
 		for _, want := range []string{"reconnecting from dispatched on fail_ambiguous", "redispatched from reconnecting on reconnected",
 			"uncertain from dispatched on fail_ambiguous", "1 used of a budget of 1", "verified — "} {
 			if !strings.Contains(shown, want) {

@@ -284,7 +284,7 @@ func TestCLI_ReportReplayEncrypted(t *testing.T) {
 	srv.Close()
 	replayID := runFor(t, 0, "replay", runID, "--db", db)
 	shown := textOf(t, htmlReport(t, db, replayID))
-	for _, want := range []string{"replay of " + runID, "source chain verified — run " + runID, "progress", "half way"} {
+	for _, want := range []string{"replay of " + runID, "source chain verified — run " + runID, "progress", "half way", `Outputs { "result": {`} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("the replay's page lacks %q", want)
 		}
