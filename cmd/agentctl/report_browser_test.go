@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"image/png"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,8 +138,9 @@ func TestReportInBrowserControl(t *testing.T) {
 // in headless Chromium: the DOM after rendering has one lane per task and
 // its bars in time order (the concurrent run's bars overlapping), the
 // browser requested no URL but the page itself, and logged no console
-// message (no script error, no CSP violation). The screenshots stay in a
-// temp dir (AGENTCTL_REPORT_DIR keeps them: CI sets it).
+// message (no script error, no CSP violation), on screen and printed to
+// PDF. The screenshots and PDFs stay in a temp dir (AGENTCTL_REPORT_DIR
+// keeps them: CI sets it).
 func TestReportInBrowser(t *testing.T) {
 	bin := browser(t)
 	dir := os.Getenv("AGENTCTL_REPORT_DIR")
@@ -193,6 +196,21 @@ func TestReportInBrowser(t *testing.T) {
 				t.Errorf("screenshot %v, want 1280 wide", b)
 			}
 			t.Logf("screenshot %s", shot)
+
+			// Printed (the page's print styles): a PDF of whole pages, and
+			// still no request and no console message.
+			pdf := filepath.Join(dir, c.name+".pdf")
+			_, stderr, netlog = chromium(t, bin, dir, c.name+"-pdf", "--no-pdf-header-footer", "--print-to-pdf="+pdf, fileURL)
+			checkQuiet(t, stderr, netlog)
+			b, err := os.ReadFile(pdf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages := len(regexp.MustCompile(`/Type\s*/Page\b`).FindAll(b, -1))
+			if !bytes.HasPrefix(b, []byte("%PDF-")) || pages == 0 {
+				t.Errorf("printed: %d bytes, %d pages, not a PDF of the report", len(b), pages)
+			}
+			t.Logf("printed %s: %d pages", pdf, pages)
 		})
 	}
 }
