@@ -10,14 +10,6 @@ import (
 	"github.com/agentctl/agentctl/projector"
 )
 
-// Event types another part of the system may write that the timeline shows
-// when present (concurrent task graphs, retry policies); any other type it
-// does not know is passed over.
-const (
-	TypeTaskSkipped        = "task.skipped"
-	TypeTaskRetryScheduled = "task.retry_scheduled"
-)
-
 // Marker kinds on a call, in the order the legend lists them.
 const (
 	MarkSent       = "sent"       // the tools/call request went out
@@ -195,7 +187,7 @@ func (f *fold) add(e events.Event) error {
 		return f.frame(e, at)
 	}
 	switch e.Type {
-	case projector.TypeTaskStarted, projector.TypeTaskFinished, TypeTaskSkipped, TypeTaskRetryScheduled:
+	case projector.TypeTaskStarted, projector.TypeTaskFinished, projector.TypeTaskSkipped, projector.TypeTaskRetry:
 		var t taskRef
 		if err := e.Decode(&t); err != nil {
 			return err
@@ -379,9 +371,9 @@ func (f *fold) task(typ string, t taskRef, at time.Time) {
 		if a := f.attempt(t.TaskID, t.Attempt, at); a != nil {
 			a.End, a.Finished, a.State, a.Error = at, true, t.State, t.Error
 		}
-	case TypeTaskSkipped:
+	case projector.TypeTaskSkipped:
 		l.Marks = append(l.Marks, LaneMark{Kind: "skipped", At: at, Detail: firstOf(t.Reason, t.Error)})
-	case TypeTaskRetryScheduled:
+	case projector.TypeTaskRetry:
 		l.Marks = append(l.Marks, LaneMark{Kind: "retry", At: at, Detail: firstOf(t.Reason, t.Error)})
 	}
 }
