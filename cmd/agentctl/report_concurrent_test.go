@@ -217,7 +217,8 @@ func TestCLI_ReportConcurrentLive(t *testing.T) {
 				t.Errorf("%s's bars %v, want one %s", task, b, want)
 			}
 		}
-		for _, want := range []string{`class="m m-lost"`, `class="m m-redispatch"`, `class="call uncertain"`, `class="m m-progress"`} {
+		for _, want := range []string{`class="m m-sent"`, `class="m m-lost"`, `class="m m-redispatch"`, `class="m m-error"`, `class="m m-result"`,
+			`class="call uncertain"`, `class="call succeeded"`, `class="m m-progress"`, `class="m m-session"`} {
 			if !strings.Contains(page, want) {
 				t.Errorf("the timeline lacks %s", want)
 			}

@@ -68,3 +68,29 @@ func TestCLI_ReportRetryAndSkip(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI_ReportResumedRun: a run killed after its call was prepared and
+// then resumed: written between the crash and the resume, the report shows
+// the run unfinished and its attempt open; after, it draws the resume as a
+// line across the lanes and the call's path to success.
+func TestCLI_ReportResumedRun(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, actTool())
+	db := filepath.Join(t.TempDir(), "a.db")
+	runID := crashRun(t, db, actWorkflow(t, srv.URL, "idempotent"), "call.prepared")
+	if shown := textOf(t, htmlReport(t, db, runID)); !strings.Contains(shown, "not finished: what is committed so far") || !strings.Contains(shown, "(open)") {
+		t.Errorf("the report of the crashed run does not show it unfinished with its attempt open:\n%s", shown)
+	}
+	if _, stderr, code := cli(t, "resume", runID, "--db", db); code != 0 {
+		t.Fatalf("resume: exit %d %s", code, stderr)
+	}
+	page := htmlReport(t, db, runID)
+	if n := strings.Count(page, `<line class="runmark"`); n != 1 || !strings.Contains(page, `class="runmark-label"`) {
+		t.Errorf("%d run.resumed lines in the timeline, want 1 with its label", n)
+	}
+	shown := textOf(t, page)
+	for _, want := range []string{"resumed after running", "succeeded from ", "Outputs { \"result\": {"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the resumed run's report lacks %q:\n%s", want, shown)
+		}
+	}
+}
