@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"image/png"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -129,12 +132,15 @@ func TestReportInBrowserControl(t *testing.T) {
 	}
 }
 
-// TestReportInBrowser renders the report of the demo run (go-sdk server)
-// and of a run with several tasks, a redispatch and an uncertain call in
-// headless Chromium: the DOM after rendering has one lane per task and its
-// bars in time order, the browser requested no URL but the page itself, and
-// logged no console message (no script error, no CSP violation). The
-// screenshots stay in a temp dir (AGENTCTL_REPORT_DIR keeps them).
+// TestReportInBrowser renders the report of the demo run (go-sdk server),
+// of a run with several tasks, a redispatch and an uncertain call, and of
+// one whose tasks ran concurrently with a redispatch and an uncertain call
+// in headless Chromium: the DOM after rendering has one lane per task and
+// its bars in time order (the concurrent run's bars overlapping), the
+// browser requested no URL but the page itself, and logged no console
+// message (no script error, no CSP violation), on screen and printed to
+// PDF. The screenshots and PDFs stay in a temp dir (AGENTCTL_REPORT_DIR
+// keeps them: CI sets it).
 func TestReportInBrowser(t *testing.T) {
 	bin := browser(t)
 	dir := os.Getenv("AGENTCTL_REPORT_DIR")
@@ -148,13 +154,17 @@ func TestReportInBrowser(t *testing.T) {
 	demoDB := filepath.Join(t.TempDir(), "demo.db")
 	demoID := runFor(t, 0, "run", writeWorkflow(t, url), "--input", "query=event sourcing", "--db", demoDB)
 	mixedDB, mixedID := mixedRun(t)
+	concDB := filepath.Join(t.TempDir(), "concurrent.db")
+	concID := concurrentRun(t, concDB, nil)
 
 	for _, c := range []struct {
 		name, db, runID string
 		lanes           []string
+		overlap         bool // the first lane's bar overlaps every other lane's; the lanes in any order
 	}{
-		{"demo", demoDB, demoID, []string{"find", "fetch", "summarize"}},
-		{"mixed", mixedDB, mixedID, []string{"prep", "flaky", "risky"}},
+		{"demo", demoDB, demoID, []string{"find", "fetch", "summarize"}, false},
+		{"mixed", mixedDB, mixedID, []string{"prep", "flaky", "risky"}, false},
+		{"concurrent", concDB, concID, []string{"prep", "flaky", "risky"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			page := filepath.Join(dir, c.name+".html")
@@ -163,7 +173,11 @@ func TestReportInBrowser(t *testing.T) {
 			}
 			fileURL := "file://" + page
 			dom, stderr, netlog := chromium(t, bin, dir, c.name+"-dom", "--dump-dom", fileURL)
-			checkLanes(t, dom, c.lanes)
+			checkLanes(t, dom, c.lanes, !c.overlap)
+			if c.overlap {
+				_, bars := laneBars(t, dom)
+				checkOverlap(t, bars, c.lanes[0], c.lanes[1:]...)
+			}
 			checkQuiet(t, stderr, netlog)
 
 			shot := filepath.Join(dir, c.name+".png")
@@ -182,13 +196,29 @@ func TestReportInBrowser(t *testing.T) {
 				t.Errorf("screenshot %v, want 1280 wide", b)
 			}
 			t.Logf("screenshot %s", shot)
+
+			// Printed (the page's print styles): a PDF of whole pages, and
+			// still no request and no console message.
+			pdf := filepath.Join(dir, c.name+".pdf")
+			_, stderr, netlog = chromium(t, bin, dir, c.name+"-pdf", "--no-pdf-header-footer", "--print-to-pdf="+pdf, fileURL)
+			checkQuiet(t, stderr, netlog)
+			b, err := os.ReadFile(pdf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages := len(regexp.MustCompile(`/Type\s*/Page\b`).FindAll(b, -1))
+			if !bytes.HasPrefix(b, []byte("%PDF-")) || pages == 0 {
+				t.Errorf("printed: %d bytes, %d pages, not a PDF of the report", len(b), pages)
+			}
+			t.Logf("printed %s: %d pages", pdf, pages)
 		})
 	}
 }
 
-// checkLanes asserts the rendered DOM: no script, the lanes named in
-// order, each with its bars in time order, and lanes starting in order.
-func checkLanes(t *testing.T, dom string, want []string) {
+// checkLanes asserts the rendered DOM: no script, the lanes named (in order
+// when ordered: tasks that start together may start in any order), each with
+// its bars in time order, and lanes starting in order.
+func checkLanes(t *testing.T, dom string, want []string, ordered bool) {
 	t.Helper()
 	doc, err := html.Parse(strings.NewReader(dom))
 	if err != nil {
@@ -231,6 +261,9 @@ func checkLanes(t *testing.T, dom string, want []string) {
 			t.Errorf("lane %s starts at %dµs, before the lane above it (%dµs)", lanes[len(lanes)-1], starts[0], laneStart[len(laneStart)-1])
 		}
 		laneStart = append(laneStart, starts[0])
+	}
+	if !ordered {
+		lanes, want = slices.Sorted(slices.Values(lanes)), slices.Sorted(slices.Values(want))
 	}
 	if strings.Join(lanes, ",") != strings.Join(want, ",") {
 		t.Errorf("lanes %v, want %v", lanes, want)

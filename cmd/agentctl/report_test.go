@@ -99,7 +99,55 @@ func TestCLI_ReportUntrustedTextStaysText(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "a.db")
 	runID := runFor(t, 4, "run", reportWorkflow(t, srv.URL, [2]string{"show", "pure"}, [2]string{"boom", "pure"}), "--db", db)
 	page := htmlReport(t, db, runID)
+	shown := inertText(t, page)
+	for _, want := range []string{"<script>alert(1)</script>", "</style><style>body{display:none}</style>", `<a href="javascript:alert(2)">`,
+		"<!-- c -->", "<img src=x onerror=alert(3)>", "\ufffdevil"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the page's text lacks %q", want)
+		}
+	}
+	// The error reached the task table and the call, as text.
+	if strings.Count(shown, "onerror=alert(3)") < 3 {
+		t.Errorf("hostile text shown %d times, want the description, the output and the error", strings.Count(shown, "onerror=alert(3)"))
+	}
+}
 
+// TestCLI_ReportUntrustedStatusMessage: a server that cancels its MCP task
+// with a status message of markup, script, a comment and a bidi override:
+// the message reaches the call's path and the task's error as text only.
+func TestCLI_ReportUntrustedStatusMessage(t *testing.T) {
+	tool := researchTool()
+	tool.Handler = func(ctx context.Context, _ *mcptest.Call) (*mcptest.Result, error) {
+		mcptest.SetTaskStatus(ctx, mcptest.TaskCancelled, hostile)
+		return &mcptest.Result{Content: mcptest.Text("done"), StructuredContent: map[string]any{"done": true}}, nil
+	}
+	srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 1, PollInterval: 1}}, tool)
+	db := filepath.Join(t.TempDir(), "a.db")
+	out, stderr, code := cli(t, "run", researchWorkflow(t, srv.URL, "at_most_once"), "--db", db, "--output", "json")
+	if code == 0 {
+		t.Fatalf("run of a task the server cancelled: exit 0\n%s%s", out, stderr)
+	}
+	ids := runIDs(t, db)
+	if len(ids) != 1 {
+		t.Fatalf("runs %v", ids)
+	}
+	shown := inertText(t, htmlReport(t, db, ids[0]))
+	for _, want := range []string{"<script>alert(1)</script>", "<!-- c -->", "<img src=x onerror=alert(3)>", "\ufffdevil"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the page's text lacks the status message's %q", want)
+		}
+	}
+	if n := strings.Count(shown, "onerror=alert(3)"); n < 2 {
+		t.Errorf("the status message shown %d times, want in the call's path and the task's error", n)
+	}
+}
+
+// inertText asserts that page holds remote text only as text: no raw bidi
+// override, no script, comment, active element or attribute, one style
+// element (the page's own, with no remote CSS in it) and one CSP meta tag;
+// it returns the page's text outside its style element.
+func inertText(t *testing.T, page string) string {
+	t.Helper()
 	if strings.ContainsRune(page, '\u202e') {
 		t.Error("the page holds a raw U+202E")
 	}
@@ -147,17 +195,7 @@ func TestCLI_ReportUntrustedTextStaysText(t *testing.T) {
 	if styles != 1 || csp != 1 {
 		t.Errorf("%d style elements and %d CSP meta tags, want 1 and 1", styles, csp)
 	}
-	shown := text.String()
-	for _, want := range []string{"<script>alert(1)</script>", "</style><style>body{display:none}</style>", `<a href="javascript:alert(2)">`,
-		"<!-- c -->", "<img src=x onerror=alert(3)>", "\ufffdevil"} {
-		if !strings.Contains(shown, want) {
-			t.Errorf("the page's text lacks %q", want)
-		}
-	}
-	// The error reached the task table and the call, as text.
-	if strings.Count(shown, "onerror=alert(3)") < 3 {
-		t.Errorf("hostile text shown %d times, want the description, the output and the error", strings.Count(shown, "onerror=alert(3)"))
-	}
+	return text.String()
 }
 
 func attr(n *html.Node, key string) string {
@@ -284,7 +322,7 @@ func TestCLI_ReportReplayEncrypted(t *testing.T) {
 	srv.Close()
 	replayID := runFor(t, 0, "replay", runID, "--db", db)
 	shown := textOf(t, htmlReport(t, db, replayID))
-	for _, want := range []string{"replay of " + runID, "source chain verified — run " + runID, "progress", "half way"} {
+	for _, want := range []string{"replay of " + runID, "source chain verified — run " + runID, "progress", "half way", `Outputs { "result": {`} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("the replay's page lacks %q", want)
 		}

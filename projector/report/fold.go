@@ -10,26 +10,22 @@ import (
 	"github.com/agentctl/agentctl/projector"
 )
 
-// Event types another part of the system may write that the timeline shows
-// when present (concurrent task graphs, retry policies); any other type it
-// does not know is passed over.
-const (
-	TypeTaskSkipped        = "task.skipped"
-	TypeTaskRetryScheduled = "task.retry_scheduled"
-)
-
 // Marker kinds on a call, in the order the legend lists them.
 const (
 	MarkSent       = "sent"       // the tools/call request went out
 	MarkProgress   = "progress"   // notifications/progress (aggregated)
 	MarkPoll       = "poll"       // tasks/get polls of an MCP task (aggregated)
 	MarkResumed    = "resumed"    // the response stream was resumed (GET + Last-Event-ID)
-	MarkLost       = "lost"       // the session was lost: the call went reconnecting, or the session expired
+	MarkLost       = "lost"       // the call's session was lost: its request met an expired session, or it went reconnecting
 	MarkRedispatch = "redispatch" // the call was sent again on a fresh session
 	MarkResult     = "result"     // a complete, validated result was recorded
 	MarkError      = "error"      // a call.error was recorded
 	MarkReplayed   = "replayed"   // recorded frames a replay answered with (aggregated)
 )
+
+// errSessionExpired is the call.error kind of a request answered 404 on
+// its session (the transport's KindSessionExpired).
+const errSessionExpired = "session_expired"
 
 // maxPoints bounds the single markers kept per kind per call; the count
 // goes on past it, so a pathological log cannot grow the report.
@@ -78,6 +74,9 @@ type Call struct {
 	Budget *int
 	// Reconciled is the operator's verdict, when given.
 	Reconciled *projector.EffectView
+
+	gen     int // the session generation of the call's last transition
+	lostGen int // the generation whose loss is marked on the call (0: none)
 }
 
 // Attempt is one task attempt: a bar on its task's lane.
@@ -188,7 +187,7 @@ func (f *fold) add(e events.Event) error {
 		return f.frame(e, at)
 	}
 	switch e.Type {
-	case projector.TypeTaskStarted, projector.TypeTaskFinished, TypeTaskSkipped, TypeTaskRetryScheduled:
+	case projector.TypeTaskStarted, projector.TypeTaskFinished, projector.TypeTaskSkipped, projector.TypeTaskRetry:
 		var t taskRef
 		if err := e.Decode(&t); err != nil {
 			return err
@@ -216,19 +215,34 @@ func (f *fold) add(e events.Event) error {
 			c.Status, c.End = t.To, at
 			switch t.To {
 			case "reconnecting":
-				c.mark(MarkLost, at)
+				c.lost(c.gen, at) // the generation it was on, before this move
 			case "redispatched":
 				c.mark(MarkRedispatch, at)
+			}
+			if t.Generation > 0 {
+				c.gen = t.Generation
 			}
 		}
 	case projector.TypeCallResult:
 		var r struct {
 			EffectID string `json:"effectId"`
+			Polls    int    `json:"polls"`
 		}
 		if err := e.Decode(&r); err != nil {
 			return err
 		}
 		f.callMark(r.EffectID, MarkResult, at)
+		if c := f.callOf[r.EffectID]; c != nil {
+			c.polled(r.Polls, time.Time{})
+		}
+	case projector.TypeCallTaskStatus:
+		var s projector.CallTaskStatus
+		if err := e.Decode(&s); err != nil {
+			return err
+		}
+		if c := f.callOf[s.EffectID]; c != nil {
+			c.polled(s.Poll, at)
+		}
 	case projector.TypeCallError:
 		var ce projector.CallError
 		if err := e.Decode(&ce); err != nil {
@@ -236,6 +250,9 @@ func (f *fold) add(e events.Event) error {
 		}
 		if c := f.callOf[ce.EffectID]; c != nil {
 			c.mark(MarkError, at)
+			if ce.Kind == errSessionExpired { // lost even when the call cannot be resent (it ends uncertain)
+				c.lost(c.gen, at)
+			}
 			if len(c.Errors) < maxPoints {
 				c.Errors = append(c.Errors, ce)
 			}
@@ -354,9 +371,9 @@ func (f *fold) task(typ string, t taskRef, at time.Time) {
 		if a := f.attempt(t.TaskID, t.Attempt, at); a != nil {
 			a.End, a.Finished, a.State, a.Error = at, true, t.State, t.Error
 		}
-	case TypeTaskSkipped:
+	case projector.TypeTaskSkipped:
 		l.Marks = append(l.Marks, LaneMark{Kind: "skipped", At: at, Detail: firstOf(t.Reason, t.Error)})
-	case TypeTaskRetryScheduled:
+	case projector.TypeTaskRetry:
 		l.Marks = append(l.Marks, LaneMark{Kind: "retry", At: at, Detail: firstOf(t.Reason, t.Error)})
 	}
 }
@@ -411,6 +428,39 @@ func (c *Call) mark(kind string, at time.Time) *Mark {
 		c.End = at
 	}
 	return m
+}
+
+// lost marks the loss of session generation gen under c, once per
+// generation (the call's session_expired error and its move to
+// reconnecting are one loss).
+func (c *Call) lost(gen int, at time.Time) {
+	if gen != 0 && gen == c.lostGen {
+		return
+	}
+	c.lostGen = gen
+	c.mark(MarkLost, at)
+}
+
+// polled raises c's task-poll count to n, the ordinal of a poll the log
+// names (call.task_status) or the total a task's result carries: identical
+// polls are folded out of the log, their frames not kept, so counting
+// tasks/get frames alone would say too few. A zero at (the result's total)
+// leaves the last poll's time as it was.
+func (c *Call) polled(n int, at time.Time) {
+	if n <= 0 {
+		return
+	}
+	m := c.Marks[MarkPoll]
+	if m == nil {
+		if at.IsZero() {
+			return // a total with no poll drawn: nothing to place on the timeline
+		}
+		m = c.mark(MarkPoll, at)
+	}
+	if !at.IsZero() && at.After(m.Last) {
+		m.Last = at
+	}
+	m.Count = max(m.Count, n)
 }
 
 func sessionKey(remote string, gen int) string {

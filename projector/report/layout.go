@@ -58,6 +58,7 @@ type svgBar struct {
 	State      string // a class name (stateClass)
 	Attempt    int
 	StartUS    int64 // microseconds from the run's first event (tests read it from the DOM)
+	EndUS      int64 // the same, for the attempt's end
 	Title      string
 }
 
@@ -119,7 +120,7 @@ func layout(r *Report) svgTimeline {
 				title += ": " + a.Error
 			}
 			sl.Bars = append(sl.Bars, svgBar{X: x0, Y: y + barY, W: max(x1-x0, minBarW), H: barH, State: stateClass(a.State),
-				Attempt: a.Attempt, StartUS: a.Start.Sub(r.Start).Microseconds(), Title: title})
+				Attempt: a.Attempt, StartUS: a.Start.Sub(r.Start).Microseconds(), EndUS: a.End.Sub(r.Start).Microseconds(), Title: title})
 			for _, c := range a.Calls {
 				cx0, cx1 := x(c.Start), x(c.End)
 				sl.Calls = append(sl.Calls, svgCall{X: cx0, Y: y + callY, W: max(cx1-cx0, minBarW), H: callH, State: stateClass(c.Status),

@@ -60,21 +60,26 @@ func appendOne(t *testing.T, db *events.DB, run, stream, typ string, payload any
 }
 
 // TestBuildOverlapSkipRetryUnknown: tasks that overlap get a lane each with
-// their bars where they ran; a retry scheduled and a skipped task (event
-// types other parts of agentctl may write) are drawn; a type the report
-// does not know is passed over; the page renders.
+// their bars where they ran; a retry scheduled and a skipped task are
+// drawn; a type the report does not know is passed over; the page renders.
+// On SQLite and PostgreSQL.
 func TestBuildOverlapSkipRetryUnknown(t *testing.T) {
-	db := testkit.OpenDB(t, "", events.Options{Durability: events.DurabilityNormal})
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		testBuildOverlapSkipRetryUnknown(t, b.Open(t, events.Options{Durability: events.DurabilityNormal}))
+	})
+}
+
+func testBuildOverlapSkipRetryUnknown(t *testing.T, db *events.DB) {
 	const run = "run-synthetic"
 	appendOne(t, db, run, "run", projector.TypeRunCreated, projector.RunCreated{RunID: run, Workflow: "w", Digest: "sha256:00", Mode: "run"})
 	appendOne(t, db, run, "task/a/1", projector.TypeTaskStarted, projector.TaskStarted{TaskID: "a", Attempt: 1, Server: "s", Tool: "x"})
 	appendOne(t, db, run, "task/b/1", projector.TypeTaskStarted, projector.TaskStarted{TaskID: "b", Attempt: 1, Server: "s", Tool: "y"})
 	appendOne(t, db, run, "task/a/1", projector.TypeTaskFinished, projector.TaskFinished{TaskID: "a", Attempt: 1, State: "failed", Error: "boom"})
-	appendOne(t, db, run, "task/a", TypeTaskRetryScheduled, map[string]any{"taskId": "a", "attempt": 2, "reason": "backoff 1s"})
+	appendOne(t, db, run, "task/a", projector.TypeTaskRetry, map[string]any{"taskId": "a", "attempt": 2, "reason": "backoff 1s"})
 	appendOne(t, db, run, "future", "future.kind", map[string]any{"anything": []int{1, 2}})
 	appendOne(t, db, run, "task/a/2", projector.TypeTaskStarted, projector.TaskStarted{TaskID: "a", Attempt: 2, Server: "s", Tool: "x"})
 	appendOne(t, db, run, "task/b/1", projector.TypeTaskFinished, projector.TaskFinished{TaskID: "b", Attempt: 1, State: "succeeded"})
-	appendOne(t, db, run, "task/c", TypeTaskSkipped, map[string]any{"taskId": "c", "reason": "a failed"})
+	appendOne(t, db, run, "task/c", projector.TypeTaskSkipped, map[string]any{"taskId": "c", "reason": "a failed"})
 	appendOne(t, db, run, "task/a/2", projector.TypeTaskFinished, projector.TaskFinished{TaskID: "a", Attempt: 2, State: "succeeded"})
 	appendOne(t, db, run, "run", projector.TypeRunFinished, projector.RunFinished{State: "succeeded"})
 
@@ -126,8 +131,14 @@ func TestBuildOverlapSkipRetryUnknown(t *testing.T) {
 
 // TestBuildLiveRun: a run still running (no finish events) draws its open
 // attempt and call up to the last event committed.
+// On SQLite and PostgreSQL.
 func TestBuildLiveRun(t *testing.T) {
-	db := testkit.OpenDB(t, "", events.Options{Durability: events.DurabilityNormal})
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		testBuildLiveRun(t, b.Open(t, events.Options{Durability: events.DurabilityNormal}))
+	})
+}
+
+func testBuildLiveRun(t *testing.T, db *events.DB) {
 	const run = "run-live"
 	appendOne(t, db, run, "run", projector.TypeRunCreated, projector.RunCreated{RunID: run, Workflow: "w", Digest: "sha256:00", Mode: "run"})
 	appendOne(t, db, run, "task/a/1", projector.TypeTaskStarted, projector.TaskStarted{TaskID: "a", Attempt: 1, Server: "s", Tool: "x"})
