@@ -275,7 +275,12 @@ func cheapToValidate(t transport.Tool, res *transport.CallResult) bool {
 	if len(res.Raw) > cheapToValidateBytes || len(t.OutputSchema) > cheapToValidateBytes {
 		return false
 	}
-	for _, kw := range []string{`"$ref"`, `"$dynamicRef"`, `"allOf"`, `"anyOf"`, `"oneOf"`, `"not"`, `"if"`, `"dependentSchemas"`, `"patternProperties"`, `"unevaluatedProperties"`, `"unevaluatedItems"`, `"contains"`} {
+	// A member name may be spelled with \u escapes ("\u0024ref" is "$ref"):
+	// a schema with any is not looked into.
+	if bytes.Contains(t.OutputSchema, []byte(`\u`)) {
+		return false
+	}
+	for _, kw := range []string{`"$ref"`, `"$dynamicRef"`, `"$recursiveRef"`, `"allOf"`, `"anyOf"`, `"oneOf"`, `"not"`, `"if"`, `"dependentSchemas"`, `"patternProperties"`, `"unevaluatedProperties"`, `"unevaluatedItems"`, `"contains"`} {
 		if bytes.Contains(t.OutputSchema, []byte(kw)) {
 			return false
 		}
