@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 )
 
 // Event is one row of the log as stored.
@@ -52,6 +53,10 @@ func (e Event) Decode(v any) error {
 	}
 	return nil
 }
+
+// Sealed reports whether the payload is stored encrypted: a projection of
+// it (a table column) must not keep its remote text in clear.
+func (e Event) Sealed() bool { return strings.HasPrefix(e.Payload, envelopePrefix) }
 
 // Plaintext returns the payload as JSON text, decrypting an encrypted one,
 // with the same errors as Decode; for readers that parse it themselves.

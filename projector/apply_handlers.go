@@ -26,7 +26,7 @@ func applyRunStarted(ctx context.Context, tx *events.Tx, e events.Event, _ RunSt
 
 func applyRunFinished(ctx context.Context, tx *events.Tx, e events.Event, p RunFinished) error {
 	return exec(ctx, tx, `UPDATE runs SET state = ?, exit_code = ?, error = ?, finished_at = ? WHERE run_id = ?`,
-		p.State, p.ExitCode, nullable(p.Error), e.CreatedAt, e.RunID)
+		p.State, p.ExitCode, nullable(clearText(e, p.Error)), e.CreatedAt, e.RunID)
 }
 
 // applyRunResumed reopens the runs row: the run is running again until
@@ -61,7 +61,7 @@ func applyTaskRetry(ctx context.Context, tx *events.Tx, e events.Event, p TaskRe
 
 func applyTaskFinished(ctx context.Context, tx *events.Tx, e events.Event, p TaskFinished) error {
 	return exec(ctx, tx, `UPDATE tasks SET state = ?, error = ?, finished_at = ?, updated_at = ? WHERE run_id = ? AND task_id = ? AND attempt = ?`,
-		p.State, nullable(p.Error), e.CreatedAt, e.CreatedAt, e.RunID, p.TaskID, p.Attempt)
+		p.State, nullable(clearText(e, p.Error)), e.CreatedAt, e.CreatedAt, e.RunID, p.TaskID, p.Attempt)
 }
 
 func applySessionOpened(ctx context.Context, tx *events.Tx, e events.Event, p SessionOpened) error {
@@ -73,7 +73,7 @@ func applySessionOpened(ctx context.Context, tx *events.Tx, e events.Event, p Se
 		status = "recorded"
 	}
 	return exec(ctx, tx, `INSERT INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, source_run_id, source_task_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.RunID, p.TaskID, p.Remote, p.Generation, p.URL, status, nullable(p.SessionIDDigest), p.ProtocolVersion, nullable(string(p.ServerInfo)), nullable(p.SourceRunID), nullable(p.SourceTaskID), e.CreatedAt, e.CreatedAt)
+		e.RunID, p.TaskID, p.Remote, p.Generation, p.URL, status, nullable(p.SessionIDDigest), p.ProtocolVersion, nullable(clearJSON(e, p.ServerInfo)), nullable(p.SourceRunID), nullable(p.SourceTaskID), e.CreatedAt, e.CreatedAt)
 }
 
 func applySessionCatalog(ctx context.Context, tx *events.Tx, e events.Event, p SessionCatalog) error {
@@ -101,7 +101,7 @@ func applyCallTransition(ctx context.Context, tx *events.Tx, e events.Event, p C
 	args := []any{CallStatus(p.To), p.Generation, p.Redispatches, state, e.CreatedAt}
 	if p.To == "failed" || p.To == "uncertain" || p.To == "cancelled" {
 		q += `, error = COALESCE(error, ?)`
-		args = append(args, nullable(p.Reason))
+		args = append(args, nullable(clearText(e, p.Reason)))
 	}
 	q += ` WHERE effect_id = ?`
 	return exec(ctx, tx, q, append(args, p.EffectID)...)
@@ -114,7 +114,7 @@ func applyCallResult(ctx context.Context, tx *events.Tx, e events.Event, p CallR
 
 func applyCallError(ctx context.Context, tx *events.Tx, e events.Event, p CallError) error {
 	return exec(ctx, tx, `UPDATE protocol_calls SET error = ?, updated_at = ? WHERE effect_id = ?`,
-		p.Kind+": "+p.Message, e.CreatedAt, p.EffectID)
+		p.Kind+": "+clearText(e, p.Message), e.CreatedAt, p.EffectID)
 }
 
 func applyCallReconciled(ctx context.Context, tx *events.Tx, e events.Event, p CallReconciled) error {

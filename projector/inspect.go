@@ -207,8 +207,12 @@ func InspectEach(ctx context.Context, db *events.DB, runID string, each func(eve
 		}
 	}
 	tasks := taskViews{}
+	var sealed unsealer // columns the projector kept sealed (sealed.go)
 	err := scan(ctx, runID, func(e events.Event) error {
 		if err := tasks.add(e); err != nil {
+			return err
+		}
+		if err := sealed.add(e); err != nil {
 			return err
 		}
 		if e.Type == TypeRunFinished {
@@ -235,6 +239,7 @@ func InspectEach(ctx context.Context, db *events.DB, runID string, each func(eve
 		return nil, err
 	}
 	tasks.finish()
+	sealed.patch(doc)
 	for i := range doc.ProtocolCalls {
 		doc.ProtocolCalls[i].Task = tasks[doc.ProtocolCalls[i].EffectID]
 	}

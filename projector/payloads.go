@@ -185,6 +185,18 @@ type CallResult struct {
 	// ViaTask: the result came from tasks/result after Polls tasks/get.
 	ViaTask bool `json:"viaTask,omitempty"`
 	Polls   int  `json:"polls,omitempty"`
+	// Received is the outputSchema verdict on structuredContent as the
+	// server sent it, recorded when redaction changed what Output holds:
+	// a resumed or replayed run concludes on it, since validating the
+	// redacted Output could decide otherwise.
+	Received *OutputCheck `json:"received,omitempty"`
+}
+
+// OutputCheck is an outputSchema verdict: Kind is empty when the value is
+// valid, else the failure's kind and its (redacted) message.
+type OutputCheck struct {
+	Kind    string `json:"kind,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // CallError records why an attempt to send or complete a call failed.

@@ -1,9 +1,12 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
+	"slices"
 )
 
 // CallRequest is one tools/call.
@@ -22,6 +25,53 @@ type CallResult struct {
 	Content           json.RawMessage
 	StructuredContent json.RawMessage
 	ID                json.RawMessage // JSON-RPC id used
+	// Received is the outputSchema verdict on structuredContent as the
+	// server sent it, set by CheckReceived when redaction changed what
+	// StructuredContent holds (nil otherwise): the outcome of a call is
+	// decided on the response as received, not on its redacted copy. A
+	// replay sets it from the record.
+	Received *OutputCheck
+
+	received json.RawMessage // structuredContent before redaction, when redaction changed it
+	red      *redactor
+}
+
+// OutputCheck is the verdict of a tool's outputSchema on a result: Kind
+// is "" when it is valid, else the failure's kind (KindInvalidOutput,
+// KindSchemaTooComplex) with its message, redacted.
+type OutputCheck struct {
+	Kind    Kind
+	Message string
+}
+
+// Err returns the verdict as an *Error, nil when valid.
+func (c *OutputCheck) Err() error {
+	if c == nil || c.Kind == "" {
+		return nil
+	}
+	return &Error{Op: "validate output", Kind: c.Kind, Message: c.Message}
+}
+
+// CheckReceived validates, when redaction changed res's structuredContent,
+// the value as received against t's outputSchema and records the verdict in
+// res.Received (its message redacted: a schema error may quote the value).
+// It does nothing when redaction changed nothing, for an isError result, or
+// when res.Received is already set.
+func CheckReceived(t Tool, res *CallResult) {
+	if res == nil || res.Received != nil || res.received == nil || res.IsError {
+		return
+	}
+	err := ValidateOutput(t, res.received)
+	if err == nil {
+		res.Received = &OutputCheck{}
+		return
+	}
+	msg := err.Error()
+	var e *Error
+	if errors.As(err, &e) {
+		msg = e.Message
+	}
+	res.Received = &OutputCheck{Kind: KindOf(err), Message: res.red.string(msg)}
 }
 
 // IdempotencyKeyMeta is the params._meta key carrying a keyed call's effect identity.
@@ -74,6 +124,10 @@ func (s *Session) callResult(op string, result json.RawMessage, id json.RawMessa
 		return nil, &Error{Op: op, Kind: KindMalformed, Sent: true, Message: "result is not a CallToolResult object"}
 	}
 	red := s.c.red // a server echoing a credential must not put it in workflow state
-	return &CallResult{Raw: red.json(result), IsError: res.IsError, Content: red.json(res.Content),
-		StructuredContent: red.json(nonNull(res.StructuredContent)), ID: id}, nil
+	out := &CallResult{Raw: red.json(result), IsError: res.IsError, Content: red.json(res.Content),
+		StructuredContent: red.json(nonNull(res.StructuredContent)), ID: id, red: red}
+	if sc := nonNull(res.StructuredContent); !bytes.Equal(sc, out.StructuredContent) {
+		out.received = slices.Clone(sc)
+	}
+	return out, nil
 }

@@ -267,3 +267,47 @@ func BenchmarkRedactFrame(b *testing.B) {
 		})
 	}
 }
+
+// TestCheckReceived: when redaction changed structuredContent, the
+// outputSchema's verdict is taken on the value as received (a pattern the
+// secret matches and "[REDACTED]" does not), and a violation's message,
+// which quotes the value, is redacted. A result redaction did not change
+// gets no verdict: its recorded copy is the value as received.
+func TestCheckReceived(t *testing.T) {
+	echo := func(_ context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+		b, _ := json.Marshal(map[string]string{"auth": c.Header.Get("Authorization")})
+		return &mcptest.Result{Content: mcptest.Text("ok"), StructuredContent: json.RawMessage(b)}, nil
+	}
+	plain := func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+		return &mcptest.Result{Content: mcptest.Text("ok"), StructuredContent: json.RawMessage(`{"auth":"none"}`)}, nil
+	}
+	schema := func(p string) json.RawMessage {
+		return json.RawMessage(`{"type":"object","properties":{"auth":{"type":"string","pattern":"` + p + `"}}}`)
+	}
+	srv := mcptest.Start(t, mcptest.Options{}, mcptest.ToolDef{Name: "echo", Handler: echo}, mcptest.ToolDef{Name: "plain", Handler: plain})
+	s := connect(t, secretClient(t, srv, kanary), nil)
+	for _, tc := range []struct {
+		tool, pattern string
+		want          *OutputCheck
+	}{{"echo", "^Bearer ", &OutputCheck{}}, {"echo", "^Basic ", &OutputCheck{Kind: KindInvalidOutput}}, {"plain", "^Bearer ", nil}} {
+		res, err := s.CallTool(context.Background(), CallRequest{Tool: tc.tool}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ValidateOutput(Tool{Name: tc.tool, OutputSchema: schema("^Bearer ")}, res.StructuredContent); tc.tool == "echo" && err == nil {
+			t.Fatalf("the redacted copy %s passes ^Bearer: the test shows nothing", res.StructuredContent)
+		}
+		CheckReceived(Tool{Name: tc.tool, OutputSchema: schema(tc.pattern)}, res)
+		switch got := res.Received; {
+		case (got == nil) != (tc.want == nil):
+			t.Fatalf("%s %s: verdict %+v, want %+v", tc.tool, tc.pattern, got, tc.want)
+		case got != nil && got.Kind != tc.want.Kind:
+			t.Fatalf("%s %s: verdict %+v, want kind %q", tc.tool, tc.pattern, got, tc.want.Kind)
+		case got != nil:
+			noKanary(t, "verdict message", got.Message)
+			if (got.Err() == nil) != (tc.want.Kind == "") {
+				t.Fatalf("%s %s: Err() = %v", tc.tool, tc.pattern, got.Err())
+			}
+		}
+	}
+}

@@ -278,7 +278,11 @@ func resultFrom(responses []projector.Frame, rec *projector.CallResult) (*transp
 		if len(id) == 0 {
 			id = m.ID
 		}
-		return &transport.CallResult{Raw: m.Result, IsError: r.IsError, Content: r.Content, StructuredContent: r.StructuredContent, ID: id}, nil
+		res := &transport.CallResult{Raw: m.Result, IsError: r.IsError, Content: r.Content, StructuredContent: r.StructuredContent, ID: id}
+		if v := rec.Received; v != nil { // the source's verdict on the value as received
+			res.Received = &transport.OutputCheck{Kind: transport.Kind(v.Kind), Message: v.Message}
+		}
+		return res, nil
 	}
 	return nil, fmt.Errorf("replay: call %s has a recorded result but no response frame", rec.EffectID)
 }

@@ -241,8 +241,14 @@ func (c *call) complete(ctx context.Context, res *transport.CallResult) (any, er
 		output = res.Content
 	}
 	digest := canonjson.DigestBytes(res.Raw)
+	// When redaction changed structuredContent, the outputSchema decides on
+	// the value as received; the verdict is recorded for resume and replay.
+	transport.CheckReceived(c.tool, res)
 	rec := projector.CallResult{EffectID: c.effectID, JSONRPCID: res.ID, IsError: res.IsError, ResultDigest: digest, Output: output,
 		Structured: len(res.StructuredContent) > 0, ViaTask: c.viaTask}
+	if v := res.Received; v != nil {
+		rec.Received = &projector.OutputCheck{Kind: string(v.Kind), Message: v.Message}
+	}
 	if c.viaTask {
 		rec.Polls = c.polls
 	}
@@ -275,7 +281,12 @@ func cheapToValidate(t transport.Tool, res *transport.CallResult) bool {
 	if len(res.Raw) > cheapToValidateBytes || len(t.OutputSchema) > cheapToValidateBytes {
 		return false
 	}
-	for _, kw := range []string{`"$ref"`, `"$dynamicRef"`, `"allOf"`, `"anyOf"`, `"oneOf"`, `"not"`, `"if"`, `"dependentSchemas"`, `"patternProperties"`, `"unevaluatedProperties"`, `"unevaluatedItems"`, `"contains"`} {
+	// A member name may be spelled with \u escapes ("\u0024ref" is "$ref"):
+	// a schema with any is not looked into.
+	if bytes.Contains(t.OutputSchema, []byte(`\u`)) {
+		return false
+	}
+	for _, kw := range []string{`"$ref"`, `"$dynamicRef"`, `"$recursiveRef"`, `"allOf"`, `"anyOf"`, `"oneOf"`, `"not"`, `"if"`, `"dependentSchemas"`, `"patternProperties"`, `"unevaluatedProperties"`, `"unevaluatedItems"`, `"contains"`} {
 		if bytes.Contains(t.OutputSchema, []byte(kw)) {
 			return false
 		}
@@ -295,7 +306,11 @@ func (c *call) conclude(ctx context.Context, rec projector.CallResult) (any, err
 	if rec.IsError {
 		return nil, c.failDefinitive(ctx, &callFailure{kind: transport.KindToolError, msg: fmt.Sprintf("tool %q returned isError: %s", c.tool.Name, contentText(rec.Output))})
 	}
-	if len(structured) > 0 || len(c.tool.OutputSchema) > 0 {
+	if v := rec.Received; v != nil {
+		if err := (&transport.OutputCheck{Kind: transport.Kind(v.Kind), Message: v.Message}).Err(); err != nil {
+			return nil, c.failDefinitive(ctx, err)
+		}
+	} else if len(structured) > 0 || len(c.tool.OutputSchema) > 0 {
 		if err := transport.ValidateOutput(c.tool, structured); err != nil {
 			return nil, c.failDefinitive(ctx, err)
 		}

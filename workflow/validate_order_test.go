@@ -19,6 +19,9 @@ import (
 func TestRun_ResponseOnDiskBeforeCostlyValidation(t *testing.T) {
 	costly := json.RawMessage(`{"$defs":{"n":{"oneOf":[{"type":"string"},{"type":"integer"}]}},"type":"object","properties":{"v":{"$ref":"#/$defs/n"}}}`)
 	plain := json.RawMessage(`{"type":"object","properties":{"v":{"type":"integer"}}}`)
+	// The same costly schema with its keywords \u-escaped: JSON decodes
+	// "\u0024ref" to "$ref", so the schema is as costly as it reads decoded.
+	escaped := json.RawMessage(`{"$defs":{"n":{"\u006fneOf":[{"type":"string"},{"type":"integer"}]}},"type":"object","properties":{"v":{"\u0024ref":"#/$defs/n"}}}`)
 	for _, tc := range []struct {
 		name        string
 		schema      json.RawMessage
@@ -28,6 +31,7 @@ func TestRun_ResponseOnDiskBeforeCostlyValidation(t *testing.T) {
 	}{
 		{"costly schema, valid", costly, true, `{"v":1}`, "succeeded"},
 		{"costly schema, violated", costly, true, `{"v":true}`, "failed"},
+		{"costly schema spelled with escapes", escaped, true, `{"v":true}`, "failed"},
 		{"plain schema", plain, false, `{"v":1}`, "succeeded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

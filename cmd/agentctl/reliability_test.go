@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
 // TestMain lets the test binary act as agentctl for subprocess tests, and
@@ -161,12 +163,55 @@ func TestCLI_LockedDatabaseIsExit5(t *testing.T) {
 	if code != 5 || !strings.Contains(stderr, "locked") {
 		t.Fatalf("exit %d, want 5 naming the lock; stderr %s", code, stderr)
 	}
+	// The run did not fail, the database did (issue 13 item 10): never "run … failed".
+	if regexp.MustCompile(`run \S+ failed`).MatchString(stderr) {
+		t.Fatalf("a lock failure reported as a failed run: %s", stderr)
+	}
 	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
 		t.Fatal(err)
 	}
 	conn.Close()
 	if n := runCount(t, db); n != 1 {
 		t.Fatalf("runs = %d, want 1 (nothing half-written)", n)
+	}
+}
+
+// TestCLI_LockedMidRunSaysTheDatabaseFailed (issue 13 item 10): a lock
+// taken by another writer while the call runs makes the run's next commit
+// fail after --busy-timeout. The exit is 5 and the last line says the
+// database failed, never "run … failed": the run itself did not fail.
+func TestCLI_LockedMidRunSaysTheDatabaseFailed(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "a.db")
+	var conn *sql.Conn
+	tool := actTool()
+	tool.Handler = func(ctx context.Context, _ *mcptest.Call) (*mcptest.Result, error) {
+		lock, err := sql.Open("sqlite3", db)
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { lock.Close() })
+		if conn, err = lock.Conn(ctx); err != nil {
+			return nil, err
+		}
+		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			return nil, err
+		}
+		return &mcptest.Result{Content: mcptest.Text("done")}, nil
+	}
+	srv := mcptest.Start(t, mcptest.Options{}, tool)
+	_, stderr, code := cli(t, "run", actWorkflow(t, srv.URL, "idempotent"), "--db", db, "--busy-timeout", "200ms")
+	if conn == nil {
+		t.Fatalf("the tool was not called: exit %d %s", code, stderr)
+	}
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if code != 5 || !strings.Contains(stderr, "locked") || !strings.Contains(stderr, "stopped: the database failed") {
+		t.Fatalf("exit %d, want 5 naming the lock and saying the database failed: %s", code, stderr)
+	}
+	if regexp.MustCompile(`run \S+ failed`).MatchString(stderr) {
+		t.Fatalf("a lock failure reported as a failed run: %s", stderr)
 	}
 }
 

@@ -1,0 +1,132 @@
+package projector
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/agentctl/agentctl/events"
+)
+
+// SealedText stands, in a projection column, for text taken from a sealed
+// (encrypted) payload: an error message or a server's info carries remote
+// data, and the tables are not encrypted. Inspect, which reads the log with
+// the key, shows the text itself; `runs list` and a reader of the bare
+// database see only this marker.
+const SealedText = "[sealed]"
+
+// clearText is s as a projection column may hold it: the marker when e's
+// payload is sealed, s otherwise.
+func clearText(e events.Event, s string) string {
+	if s != "" && e.Sealed() {
+		return SealedText
+	}
+	return s
+}
+
+// clearJSON is clearText for a JSON column.
+func clearJSON(e events.Event, raw json.RawMessage) string {
+	if len(raw) > 0 && e.Sealed() {
+		return strconv.Quote(SealedText)
+	}
+	return string(raw)
+}
+
+// unsealer collects, while inspect scans the log with the key, the texts
+// that sealed payloads put in projection columns as SealedText, and puts
+// them back in the document: what the projector would have written in
+// clear.
+type unsealer struct {
+	runErr     *string           // nil: no sealed run.finished read
+	taskErr    map[string]string // "task/attempt" → error
+	callErr    map[string]string // effect id → error
+	serverInfo map[string]json.RawMessage
+}
+
+func sessionKey(remote string, gen int) string { return remote + "/" + strconv.Itoa(gen) }
+
+// add folds e as the projector does for the columns it seals. Without the
+// key (inspect of a run whose sealed events it does not otherwise read)
+// the column keeps its marker: inspect shows less, and reveals nothing.
+func (u *unsealer) add(e events.Event) error {
+	if e.Type == TypeRunResumed {
+		u.runErr = nil
+	}
+	if !e.Sealed() {
+		return nil
+	}
+	if err := u.fold(e); err != nil && !errors.Is(err, events.ErrKeyRequired) {
+		return err
+	}
+	return nil
+}
+
+func (u *unsealer) fold(e events.Event) error {
+	if u.taskErr == nil {
+		u.taskErr, u.callErr, u.serverInfo = map[string]string{}, map[string]string{}, map[string]json.RawMessage{}
+	}
+	switch e.Type {
+	case TypeRunFinished:
+		var p RunFinished
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		u.runErr = &p.Error
+	case TypeTaskFinished:
+		var p TaskFinished
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		u.taskErr[p.TaskID+"/"+strconv.Itoa(p.Attempt)] = p.Error
+	case TypeCallTransition:
+		var p CallTransition
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		if _, ok := u.callErr[p.EffectID]; !ok && p.Reason != "" && (p.To == "failed" || p.To == "uncertain" || p.To == "cancelled") {
+			u.callErr[p.EffectID] = p.Reason
+		}
+	case TypeCallError:
+		var p CallError
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		u.callErr[p.EffectID] = p.Kind + ": " + p.Message
+	case TypeSessionOpened:
+		var p SessionOpened
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		u.serverInfo[sessionKey(p.Remote, p.Generation)] = p.ServerInfo
+	}
+	return nil
+}
+
+// patch replaces each SealedText of doc by the text the log holds.
+func (u *unsealer) patch(doc *Document) {
+	if u.taskErr == nil {
+		return
+	}
+	if r := doc.Run; r != nil && r.Error != nil && *r.Error == SealedText && u.runErr != nil {
+		r.Error = strPtr(*u.runErr)
+	}
+	for i := range doc.Tasks {
+		t := &doc.Tasks[i]
+		if v, ok := u.taskErr[t.TaskID+"/"+strconv.Itoa(t.Attempt)]; ok && t.Error != nil && *t.Error == SealedText {
+			t.Error = strPtr(v)
+		}
+	}
+	for i := range doc.ProtocolCalls {
+		c := &doc.ProtocolCalls[i]
+		if v, ok := u.callErr[c.EffectID]; ok && c.Error != nil && strings.HasSuffix(*c.Error, SealedText) {
+			c.Error = strPtr(v)
+		}
+	}
+	for i := range doc.ProtocolSessions {
+		s := &doc.ProtocolSessions[i]
+		if v, ok := u.serverInfo[sessionKey(s.Remote, s.Generation)]; ok && string(s.ServerInfo) == strconv.Quote(SealedText) {
+			s.ServerInfo = rawOrNull(strPtr(string(v)))
+		}
+	}
+}
