@@ -56,12 +56,13 @@ func (c *OutputCheck) Err() error {
 // the value as received against t's outputSchema and records the verdict in
 // res.Received (its message redacted: a schema error may quote the value).
 // It does nothing when redaction changed nothing, for an isError result, or
-// when res.Received is already set.
-func CheckReceived(t Tool, res *CallResult) {
+// when res.Received is already set. A validation ctx stops is recorded as
+// its verdict (KindCancelled or KindTimeout): the check did not pass.
+func CheckReceived(ctx context.Context, t Tool, res *CallResult) {
 	if res == nil || res.Received != nil || res.received == nil || res.IsError {
 		return
 	}
-	err := ValidateOutput(t, res.received)
+	err := ValidateOutputContext(ctx, t, res.received)
 	if err == nil {
 		res.Received = &OutputCheck{}
 		return

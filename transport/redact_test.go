@@ -297,7 +297,7 @@ func TestCheckReceived(t *testing.T) {
 		if err := ValidateOutput(Tool{Name: tc.tool, OutputSchema: schema("^Bearer ")}, res.StructuredContent); tc.tool == "echo" && err == nil {
 			t.Fatalf("the redacted copy %s passes ^Bearer: the test shows nothing", res.StructuredContent)
 		}
-		CheckReceived(Tool{Name: tc.tool, OutputSchema: schema(tc.pattern)}, res)
+		CheckReceived(context.Background(), Tool{Name: tc.tool, OutputSchema: schema(tc.pattern)}, res)
 		switch got := res.Received; {
 		case (got == nil) != (tc.want == nil):
 			t.Fatalf("%s %s: verdict %+v, want %+v", tc.tool, tc.pattern, got, tc.want)

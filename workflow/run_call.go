@@ -90,7 +90,10 @@ func (c *call) dispatch(ctx context.Context) (any, error) {
 	if err := c.prepareTask(ctx); err != nil {
 		return nil, err
 	}
-	if err := transport.ValidateArguments(c.tool, c.args); err != nil {
+	if err := transport.ValidateArgumentsContext(ctx, c.tool, c.args); err != nil {
+		if ctx.Err() != nil { // a deadline or the user's cancel stopped the check: nothing is sent
+			return nil, c.stopBeforeSend(ctx, err)
+		}
 		return nil, c.failDefinitive(ctx, err)
 	}
 	// The dispatch transition is committed together with the request frame,
@@ -243,7 +246,7 @@ func (c *call) complete(ctx context.Context, res *transport.CallResult) (any, er
 	digest := canonjson.DigestBytes(res.Raw)
 	// When redaction changed structuredContent, the outputSchema decides on
 	// the value as received; the verdict is recorded for resume and replay.
-	transport.CheckReceived(c.tool, res)
+	transport.CheckReceived(ctx, c.tool, res)
 	rec := projector.CallResult{EffectID: c.effectID, JSONRPCID: res.ID, IsError: res.IsError, ResultDigest: digest, Output: output,
 		Structured: len(res.StructuredContent) > 0, ViaTask: c.viaTask}
 	if v := res.Received; v != nil {
@@ -308,10 +311,16 @@ func (c *call) conclude(ctx context.Context, rec projector.CallResult) (any, err
 	}
 	if v := rec.Received; v != nil {
 		if err := (&transport.OutputCheck{Kind: transport.Kind(v.Kind), Message: v.Message}).Err(); err != nil {
+			if errors.Is(ctx.Err(), context.Canceled) {
+				c.cancelled = true // the user stopped the run while the result was checked
+			}
 			return nil, c.failDefinitive(ctx, err)
 		}
 	} else if len(structured) > 0 || len(c.tool.OutputSchema) > 0 {
-		if err := transport.ValidateOutput(c.tool, structured); err != nil {
+		if err := transport.ValidateOutputContext(ctx, c.tool, structured); err != nil {
+			if errors.Is(ctx.Err(), context.Canceled) {
+				c.cancelled = true // the user stopped the run while the result was checked
+			}
 			return nil, c.failDefinitive(ctx, err)
 		}
 	}
@@ -338,6 +347,20 @@ func (c *call) failDefinitive(_ context.Context, err error) error {
 	c.lastErr = err
 	c.rn.pending = append(c.rn.pending, c.errorRecord(err))
 	if _, ferr := c.fire(fsm.FailDefinitive, err.Error(), false); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return err
+}
+
+// stopBeforeSend ends a call that ctx stopped before its request was sent
+// (the machine's Cancel from prepared: cancelled, nothing executed).
+func (c *call) stopBeforeSend(ctx context.Context, err error) error {
+	c.lastErr = err
+	if errors.Is(ctx.Err(), context.Canceled) {
+		c.cancelled = true
+	}
+	c.rn.pending = append(c.rn.pending, c.errorRecord(err))
+	if _, ferr := c.fire(fsm.Cancel, err.Error(), false); ferr != nil {
 		return errors.Join(err, ferr)
 	}
 	return err

@@ -1,0 +1,56 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestValidateBeside_StopsAtCancelAndDeadline: a validation the context
+// ends returns at once with KindCancelled (the user's cancel) or
+// KindTimeout (a deadline), naming the tool, while the validation itself
+// (held here until the test lets it go) is still running.
+func TestValidateBeside_StopsAtCancelAndDeadline(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	ran := make(chan struct{}, 2)
+	held := func() error { ran <- struct{}{}; <-release; return nil }
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- beside(ctx, "validate output", "slow", held) }()
+	<-ran // the validation is running
+	cancel()
+	err := <-errc
+	if KindOf(err) != KindCancelled || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancel: err = %v (kind %s), want KindCancelled", err, KindOf(err))
+	}
+	if want := `tool "slow": schema validation stopped`; !strings.Contains(err.Error(), want) {
+		t.Fatalf("cancel: %q does not name the tool (%q)", err, want)
+	}
+
+	dctx, dcancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer dcancel()
+	if err := beside(dctx, "validate input", "slow", held); KindOf(err) != KindTimeout {
+		t.Fatalf("deadline: err = %v (kind %s), want KindTimeout", err, KindOf(err))
+	}
+	if err := beside(context.Background(), "validate input", "fast", func() error { return nil }); err != nil {
+		t.Fatalf("no deadline: err = %v", err)
+	}
+}
+
+// TestValidateArgumentsContext_CancelledBeforeValidation: a call whose
+// context is already done is never validated, and the error says so.
+func TestValidateArgumentsContext_CancelledBeforeValidation(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tool := Tool{Name: "t", InputSchema: []byte(`{"type":"object"}`)}
+	if err := ValidateArgumentsContext(ctx, tool, []byte(`{}`)); KindOf(err) != KindCancelled {
+		t.Fatalf("err = %v, want KindCancelled", err)
+	}
+	if err := ValidateOutputContext(context.Background(), Tool{Name: "t", OutputSchema: []byte(`{"type":"object"}`)}, []byte(`[]`)); KindOf(err) != KindInvalidOutput {
+		t.Fatalf("output violation: err = %v, want KindInvalidOutput", err)
+	}
+}
