@@ -18,11 +18,16 @@ import (
 type PGRelay struct {
 	ln    net.Listener
 	trips atomic.Int64
+	stmts atomic.Int64
 	wg    sync.WaitGroup
 }
 
 // RoundTrips is the number of Sync and Query messages relayed so far.
 func (r *PGRelay) RoundTrips() int64 { return r.trips.Load() }
+
+// Statements is the number of statements executed so far: Bind messages
+// (extended protocol) and simple Query messages.
+func (r *PGRelay) Statements() int64 { return r.stmts.Load() }
 
 // NewPGRelay starts a relay to dsn's host and returns it with a DSN that
 // reaches the same database through it. It stops when tb ends.
@@ -81,6 +86,9 @@ func (r *PGRelay) count(dst io.Writer, src io.Reader) {
 		}
 		if hdr[0] == 'S' || hdr[0] == 'Q' {
 			r.trips.Add(1)
+		}
+		if hdr[0] == 'B' || hdr[0] == 'Q' {
+			r.stmts.Add(1)
 		}
 		if _, err := dst.Write(hdr[:]); err != nil {
 			return
