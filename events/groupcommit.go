@@ -148,14 +148,19 @@ func (db *DB) commitBatch(batch []*member) {
 		started = time.Now()
 	}
 	if db.pg != nil {
-		// One raw connection, the writes pipelined (pgpipe.go).
-		ran := false
-		err := db.withPipe(ctx, func(tx *Tx) {
-			ran = true
-			db.commitMembers(tx, live, fail, started)
-		})
-		if !ran && err != nil {
-			fail(err)
+		// One raw connection, the writes pipelined (pgpipe.go). A member
+		// the server refused aborted the transaction: it is rolled back
+		// whole and run again without that member.
+		for pending := live; len(pending) > 0; {
+			ran := false
+			err := db.withPipe(ctx, func(tx *Tx) {
+				ran = true
+				pending = db.commitMembers(tx, pending, fail, started)
+			})
+			if !ran && err != nil {
+				fail(err)
+				return
+			}
 		}
 		return
 	}
@@ -169,8 +174,13 @@ func (db *DB) commitBatch(batch []*member) {
 }
 
 // commitMembers appends every live member inside tx, each in a savepoint
-// when there are several, and commits.
-func (db *DB) commitMembers(tx *Tx, live []*member, fail func(error), started time.Time) {
+// when there are several, and commits. On a pipelined PostgreSQL
+// transaction a member whose statements the server refused leaves it
+// aborted (no savepoint can be trusted then: a batch that failed while
+// preparing ran none of its statements, its SAVEPOINT and the previous
+// member's RELEASE included): that member keeps its error, and the others
+// are returned, with no outcome, to be run again in a new transaction.
+func (db *DB) commitMembers(tx *Tx, live []*member, fail func(error), started time.Time) (again []*member) {
 	ctx := context.Background()
 	tips := map[string]tip{} // tips moved in this transaction
 	failed := map[string]bool{}
@@ -191,6 +201,19 @@ func (db *DB) commitMembers(tx *Tx, live []*member, fail func(error), started ti
 			mark := tx.mark()
 			m.evs, m.err = db.appendMember(tx, tips, m, true)
 			end := []string{"RELEASE append_member"}
+			if m.err != nil && tx.aborted() {
+				failed[m.runID] = true
+				for _, o := range live {
+					if o != m && o.err == nil { // committed nothing: tx rolls back
+						o.evs = nil
+						again = append(again, o)
+					}
+				}
+				for run := range failed {
+					delete(db.tips, run)
+				}
+				return again // the deferred rollback ends tx
+			}
 			if m.err != nil {
 				tx.discardSince(mark)
 				failed[m.runID] = true
@@ -231,4 +254,5 @@ func (db *DB) commitMembers(tx *Tx, live []*member, fail func(error), started ti
 	if db.group.observer != nil {
 		db.observeCommit(started, live)
 	}
+	return nil
 }

@@ -60,7 +60,10 @@ func testGroupCommitMembersFailAlone(t *testing.T, b testkit.Backend) {
 		{"b2", "run-b", -1, rec("b2"), projectRun},
 		{"c1 not UTF-8", "run-c", -1, []events.Record{{Stream: "run", Type: "test.step", Payload: []byte("\"\xff\"")}}, nil},
 		{"d1 statement refused", "run-d", -1, rec("d1"), refused},
-		{"c2", "run-c", -1, rec("c2"), nil},
+		// c2's two events are the first two-row INSERT on the connection:
+		// on PostgreSQL its statement is prepared right after d1 aborted
+		// the transaction (the savepoint must be rolled back first).
+		{"c2", "run-c", -1, append(rec("c2"), rec("c2b")...), nil},
 	}
 	errs := make([]error, len(steps))
 	seqs := make([][]events.Event, len(steps))
@@ -83,7 +86,7 @@ func testGroupCommitMembersFailAlone(t *testing.T, b testkit.Backend) {
 	for i, s := range steps {
 		w, ok := want[s.name]
 		switch {
-		case ok && (errs[i] != nil || len(seqs[i]) != 1 || seqs[i][0].Seq != w):
+		case ok && (errs[i] != nil || len(seqs[i]) == 0 || seqs[i][0].Seq != w):
 			t.Errorf("%s: events %v, err %v; want seq %d", s.name, seqs[i], errs[i], w)
 		case !ok && errs[i] == nil:
 			t.Errorf("%s: committed, want an error", s.name)
@@ -101,7 +104,7 @@ func testGroupCommitMembersFailAlone(t *testing.T, b testkit.Backend) {
 	if ok, err := db.RunExists(context.Background(), "run-d"); err != nil || ok {
 		t.Errorf("run-d exists = %v, %v; want nothing of d1 committed", ok, err)
 	}
-	for run, n := range map[string]int64{"run-a": 3, "run-b": 1, "run-c": 1} {
+	for run, n := range map[string]int64{"run-a": 3, "run-b": 1, "run-c": 2} {
 		if got, err := db.VerifyRun(context.Background(), run); err != nil || got != n {
 			t.Errorf("VerifyRun(%s) = %d, %v; want %d", run, got, err, n)
 		}

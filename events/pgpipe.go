@@ -207,9 +207,27 @@ func (t *Tx) commitPipe() error {
 	p.open = false
 	err := p.flush(context.Background())
 	if err != nil && !p.conn.IsClosed() && p.conn.PgConn().TxStatus() != 'I' {
-		p.queue("ROLLBACK", nil, nil)
-		_ = p.flush(context.Background())
+		_ = p.simple(context.Background(), "ROLLBACK")
 	}
+	return err
+}
+
+// aborted reports a pipelined transaction the server aborted (a statement
+// failed: until a rollback it refuses everything else) or whose
+// connection is gone.
+func (t *Tx) aborted() bool {
+	if t.pipe == nil {
+		return false
+	}
+	return t.pipe.conn.IsClosed() || t.pipe.conn.PgConn().TxStatus() == 'E'
+}
+
+// simple runs sql alone on the simple query protocol, with nothing queued
+// before it. Rollbacks go this way: pgx's batches prepare their statements,
+// which an aborted transaction refuses, and a failed batch leaves its
+// statements to be prepared again once the transaction has ended.
+func (p *pgPipe) simple(ctx context.Context, sql string) error {
+	_, err := p.conn.PgConn().Exec(ctx, sql).ReadAll()
 	return err
 }
 
@@ -225,6 +243,5 @@ func (t *Tx) rollbackPipe() error {
 		return nil
 	}
 	p.batch, p.items = nil, nil
-	p.queue("ROLLBACK", nil, nil)
-	return p.flush(context.Background())
+	return p.simple(context.Background(), "ROLLBACK")
 }

@@ -108,3 +108,71 @@ func TestPostgres_LargeAppend(t *testing.T) {
 		t.Fatalf("VerifyRun = %d, %v", n, err)
 	}
 }
+
+// TestPostgres_GroupRecoversFromAnAbortedMember: in one group commit on a
+// fresh connection, a member whose statement fails when executed (not
+// when prepared) aborts the transaction; the members after it — one with a
+// statement the connection never prepared — still commit, and so do later
+// appends on the same connections (the statement cache stays in step with
+// the server).
+func TestPostgres_GroupRecoversFromAnAbortedMember(t *testing.T) {
+	dsn := testkit.PostgresDB(t)
+	db := testkit.OpenDB(t, dsn, events.Options{})
+	ctx := context.Background()
+	joined := make(chan bool, 8)
+	events.SetQueuedHook(db, func(lead bool) { joined <- lead })
+	rec := func(n int) []events.Record {
+		r := make([]events.Record, n)
+		for i := range r {
+			r[i] = events.Record{Stream: "run", Type: "test.step"}
+		}
+		return r
+	}
+	divide := func(ctx context.Context, tx *events.Tx, _ []events.Event) error {
+		_, err := tx.Exec(ctx, `SELECT 1 / (SELECT count(*) FROM runs WHERE run_id = 'none')`) // 22012 when run
+		return err
+	}
+	type step struct {
+		run   string
+		recs  []events.Record
+		apply events.Applier
+	}
+	// "stale" conflicts on the server: another handle appended to it, so
+	// this one's cached tip is behind (23505 on the INSERT).
+	if _, err := db.Append(ctx, "stale", rec(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	other := testkit.OpenDB(t, dsn, events.Options{})
+	if _, err := other.Append(ctx, "stale", rec(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	steps := []step{{"lead", rec(1), nil}, {"x", rec(1), nil}, {"bad", rec(1), divide}, {"y", rec(3), nil},
+		{"stale", rec(1), nil}, {"w", rec(1), nil}, {"z", rec(5), nil}}
+	errs := make([]error, len(steps))
+	done := make(chan int, len(steps))
+	release := events.HoldWriter(db)
+	for i, s := range steps {
+		go func() { _, errs[i] = db.Append(ctx, s.run, s.recs, s.apply); done <- i }()
+		<-joined
+	}
+	release()
+	for range steps {
+		<-done
+	}
+	events.SetQueuedHook(db, nil)
+	for i, s := range steps {
+		if (s.run == "bad" || s.run == "stale") != (errs[i] != nil) {
+			t.Errorf("%s: err = %v", s.run, errs[i])
+		}
+	}
+	if !errors.Is(errs[4], events.ErrConflict) {
+		t.Errorf("stale: err = %v, want ErrConflict", errs[4])
+	}
+	for range 3 { // later appends, new statements included, on the same pool
+		for _, run := range []string{"x", "y", "z", "w", "bad", "stale"} {
+			if _, err := db.Append(ctx, run, rec(7), nil); err != nil {
+				t.Fatalf("later append to %s: %v", run, err)
+			}
+		}
+	}
+}
