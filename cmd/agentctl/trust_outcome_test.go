@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,30 +34,7 @@ func TestCLI_OutcomeDecidedAsReceived(t *testing.T) {
 		tool string
 		code int
 	}{{"bearer", 0}, {"basic", 4}} {
-		path := filepath.Join(t.TempDir(), "whoami.yaml")
-		src := `apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: whoami}
-spec:
-  policy:
-    networkAllowlist: [127.0.0.1]
-    environmentAllowlist: [MCP_TOKEN]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    s:
-      url: ` + srv.URL + `
-      headers:
-        authorization: {env: MCP_TOKEN}
-  actions:
-    call: {kind: mcp.call, idempotency: at_most_once}
-  tasks:
-    - id: t
-      uses: action:call
-      with: {server: s, tool: ` + tc.tool + `}
-`
-		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		path := tokenWorkflow(t, "whoami", srv.URL, tc.tool, "")
 		out, stderr, code := cli(t, "run", path, "--db", db)
 		if code != tc.code {
 			t.Fatalf("run %s: exit %d, want %d (decided on the value as received): %s", tc.tool, code, tc.code, stderr)

@@ -182,32 +182,10 @@ func TestCLI_EscapedSecretsNeverLeak(t *testing.T) {
 		tool, output string
 		code         int
 	}{{"echo", "jsonl", 0}, {"echo", "json", 0}, {"fail", "human", 4}, {"fail", "jsonl", 4}} {
-		path := filepath.Join(t.TempDir(), "echo.yaml")
-		src := `apiVersion: agentctl.dev/v1alpha1
-kind: Workflow
-metadata: {name: echo}
-spec:
-  policy:
-    networkAllowlist: [127.0.0.1]
-    environmentAllowlist: [MCP_TOKEN]
-    network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    s:
-      url: ` + srv.URL + `
-      headers:
-        authorization: {env: MCP_TOKEN}
-  actions:
-    call: {kind: mcp.call, idempotency: at_most_once}
-  tasks:
-    - id: t
-      uses: action:call
-      with: {server: s, tool: ` + tc.tool + `}
+		path := tokenWorkflow(t, "echo", srv.URL, tc.tool, `
   outputs:
     echoed: "${{ tasks.t.output }}"
-`
-		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
+`)
 		out, stderr, code := cli(t, "run", path, "--db", db, "--output", tc.output)
 		if code != tc.code {
 			t.Fatalf("run %s: exit %d, want %d: %s", tc.tool, code, tc.code, stderr)
@@ -235,4 +213,36 @@ spec:
 	for suffix, b := range dbFiles(t, db) {
 		check("database a.db"+suffix, string(b))
 	}
+}
+
+// tokenWorkflow writes a workflow named name that calls tool on the server
+// at url once (at_most_once) with the Authorization header from MCP_TOKEN,
+// followed by extra (YAML under spec), and returns its path.
+func tokenWorkflow(t *testing.T, name, url, tool, extra string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".yaml")
+	src := `apiVersion: agentctl.dev/v1alpha1
+kind: Workflow
+metadata: {name: ` + name + `}
+spec:
+  policy:
+    networkAllowlist: [127.0.0.1]
+    environmentAllowlist: [MCP_TOKEN]
+    network: {allowedSchemes: [http], allowPrivate: true}
+  mcpServers:
+    s:
+      url: ` + url + `
+      headers:
+        authorization: {env: MCP_TOKEN}
+  actions:
+    call: {kind: mcp.call, idempotency: at_most_once}
+  tasks:
+    - id: t
+      uses: action:call
+      with: {server: s, tool: ` + tool + `}
+` + strings.TrimPrefix(extra, "\n")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
