@@ -238,10 +238,10 @@ func (t *Tx) rollbackPipe() error {
 		return sql.ErrTxDone
 	}
 	p.open = false
-	if len(p.items) > 0 && p.items[0].query == "BEGIN" {
-		p.batch, p.items = nil, nil // nothing was sent
+	unsent := len(p.items) > 0 && p.items[0].query == "BEGIN" // nothing reached the server
+	p.batch, p.items = nil, nil
+	if unsent {
 		return nil
 	}
-	p.batch, p.items = nil, nil
 	return p.simple(context.Background(), "ROLLBACK")
 }

@@ -147,9 +147,7 @@ func (c *call) send(ctx context.Context) (any, error) {
 			trigger, reason = fsm.URLElicitationRequired, why
 			err = fmt.Errorf("%s: %s: %w", fsm.ReasonURLElicitationRequired, why, err)
 		}
-		if errors.Is(ctx.Err(), context.Canceled) { // the user's cancel, not a task's timeoutSeconds
-			c.cancelled = true
-		}
+		c.noteUserCancel(ctx)
 		rec := c.errorRecord(err)
 		if transport.KindOf(err) == transport.KindSessionExpired {
 			if aerr := rn.append(events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: projector.TypeSessionExpired,
@@ -311,16 +309,12 @@ func (c *call) conclude(ctx context.Context, rec projector.CallResult) (any, err
 	}
 	if v := rec.Received; v != nil {
 		if err := (&transport.OutputCheck{Kind: transport.Kind(v.Kind), Message: v.Message}).Err(); err != nil {
-			if errors.Is(ctx.Err(), context.Canceled) {
-				c.cancelled = true // the user stopped the run while the result was checked
-			}
+			c.noteUserCancel(ctx) // the user stopped the run while the result was checked
 			return nil, c.failDefinitive(ctx, err)
 		}
 	} else if len(structured) > 0 || len(c.tool.OutputSchema) > 0 {
 		if err := transport.ValidateOutputContext(ctx, c.tool, structured); err != nil {
-			if errors.Is(ctx.Err(), context.Canceled) {
-				c.cancelled = true // the user stopped the run while the result was checked
-			}
+			c.noteUserCancel(ctx) // the user stopped the run while the result was checked
 			return nil, c.failDefinitive(ctx, err)
 		}
 	}
@@ -352,13 +346,19 @@ func (c *call) failDefinitive(_ context.Context, err error) error {
 	return err
 }
 
+// noteUserCancel records that the user's cancel (not a task's
+// timeoutSeconds, a deadline) ended the call: the run then exits cancelled.
+func (c *call) noteUserCancel(ctx context.Context) {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		c.cancelled = true
+	}
+}
+
 // stopBeforeSend ends a call that ctx stopped before its request was sent
 // (the machine's Cancel from prepared: cancelled, nothing executed).
 func (c *call) stopBeforeSend(ctx context.Context, err error) error {
 	c.lastErr = err
-	if errors.Is(ctx.Err(), context.Canceled) {
-		c.cancelled = true
-	}
+	c.noteUserCancel(ctx)
 	c.rn.pending = append(c.rn.pending, c.errorRecord(err))
 	if _, ferr := c.fire(fsm.Cancel, err.Error(), false); ferr != nil {
 		return errors.Join(err, ferr)
