@@ -62,6 +62,30 @@ spec:
 // database of the same durability, i.e. the least storage time a lane
 // waits for when each call needs floorCommits commits on its critical
 // path; bound = bare / (bare + floor) is the ratio that floor alone allows.
+// inFlight runs width goroutines at once, goroutine g calling call(g) n
+// times in sequence, and fails b with the first error.
+func inFlight(b *testing.B, width, n int, call func(g int) error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, width)
+	for g := range width {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				if err := call(g); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+}
+
 func benchInFlight(b *testing.B, opts demoserver.Options, tool string, args map[string]any, floorCommits int) {
 	const width, depth = 8, 8
 	_, url := demotest.StartTest(b, opts)
@@ -93,50 +117,21 @@ func benchInFlight(b *testing.B, opts demoserver.Options, tool string, args map[
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				var wg sync.WaitGroup
-				errs := make(chan error, width)
-				for _, s := range sessions {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for range depth {
-							if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args}); err != nil {
-								errs <- err
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				close(errs)
-				if err := <-errs; err != nil {
-					b.Fatal(err)
-				}
+				inFlight(b, width, depth, func(g int) error {
+					_, err := sessions[g].CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+					return err
+				})
 				t1 := time.Now()
 				res, err := (&workflow.Runner{DB: db}).Run(ctx, wf, nil, workflow.RunOptions{})
 				if err != nil || res.Err != nil {
 					b.Fatalf("run: %v %v", err, res.Err)
 				}
 				t2 := time.Now()
-				errs = make(chan error, width)
-				for w := range width {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						rec := []events.Record{{Stream: fmt.Sprintf("call/%d", w), Type: "mcp.notification", Payload: payload}}
-						for range depth * floorCommits {
-							if _, err := fdb.Append(ctx, "run-floor", rec, nil); err != nil {
-								errs <- err
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				close(errs)
-				if err := <-errs; err != nil {
-					b.Fatal(err)
-				}
+				inFlight(b, width, depth*floorCommits, func(w int) error {
+					rec := []events.Record{{Stream: fmt.Sprintf("call/%d", w), Type: "mcp.notification", Payload: payload}}
+					_, err := fdb.Append(ctx, "run-floor", rec, nil)
+					return err
+				})
 				bare, ours, floor = bare+t1.Sub(t0), ours+t2.Sub(t1), floor+time.Since(t2)
 			}
 			n := float64(b.N)
@@ -216,41 +211,23 @@ func BenchmarkSessionSharing(b *testing.B) {
 				}
 				defer ts[i].Close(ctx)
 			}
-			// inFlight runs call width times at once, depth calls each, and
+			// timed runs call width times at once, depth calls each, and
 			// returns the wall time.
-			inFlight := func(call func(g int) error) time.Duration {
+			timed := func(call func(g int) error) time.Duration {
 				t0 := time.Now()
-				var wg sync.WaitGroup
-				errs := make(chan error, width)
-				for g := range width {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for range depth {
-							if err := call(g); err != nil {
-								errs <- err
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				close(errs)
-				if err := <-errs; err != nil {
-					b.Fatal(err)
-				}
+				inFlight(b, width, depth, call)
 				return time.Since(t0)
 			}
 			req := transport.CallRequest{Tool: bc.tool, Arguments: json.RawMessage(bc.args), ProgressToken: "0123456789abcdef"}
 			var tg, town, tshared time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				tg += inFlight(func(g int) error {
+				tg += timed(func(g int) error {
 					_, err := gs[g].CallTool(ctx, &mcp.CallToolParams{Name: bc.tool, Arguments: margs})
 					return err
 				})
-				town += inFlight(func(g int) error { _, err := ts[g].CallTool(ctx, req, nil); return err })
-				tshared += inFlight(func(int) error { _, err := ts[0].CallTool(ctx, req, nil); return err })
+				town += timed(func(g int) error { _, err := ts[g].CallTool(ctx, req, nil); return err })
+				tshared += timed(func(int) error { _, err := ts[0].CallTool(ctx, req, nil); return err })
 			}
 			n := float64(b.N)
 			b.ReportMetric(float64(tg)/n/1e6, "gosdk-ms/round")
