@@ -74,18 +74,7 @@ const (
 
 func (rn *run) execute(ctx context.Context) *Result {
 	tasks := rn.wf.Spec.Tasks
-	index := make(map[string]int, len(tasks))
-	for i, t := range tasks {
-		if _, dup := index[t.ID]; !dup {
-			index[t.ID] = i
-		}
-	}
-	needs := make([][]int, len(tasks))
-	for i, t := range tasks {
-		for _, id := range rn.wf.Needs(t.ID) {
-			needs[i] = append(needs[i], index[id])
-		}
-	}
+	needs := rn.wf.NeedsByIndex()
 	state := make([]int, len(tasks))
 	carries := make([]*carry, len(tasks))
 	ended := make(chan taskEnd)

@@ -73,6 +73,11 @@ func reaches(g [][]int, i, j int) bool {
 	return false
 }
 
+// NeedsByIndex returns, for every task in file order, the indexes of the
+// tasks it waits for (as Needs), computed in one pass: a scheduler asking
+// Needs task by task would pay for the whole graph once per task.
+func (w *Workflow) NeedsByIndex() [][]int { return w.graph() }
+
 // Needs returns the ids of the tasks the task waits for, in file order: its
 // needs when written (needs: [] means none), otherwise the previous task and
 // every earlier task its arguments name in a template.

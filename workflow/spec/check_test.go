@@ -83,6 +83,17 @@ func TestWorkflow_Needs(t *testing.T) {
 			t.Errorf("Needs(%s) = %v, want %v", id, got, want)
 		}
 	}
+	// NeedsByIndex is every task's Needs at once, as indexes in file order.
+	byIndex := w.NeedsByIndex()
+	for i, ts := range w.Spec.Tasks {
+		var ids []string
+		for _, j := range byIndex[i] {
+			ids = append(ids, w.Spec.Tasks[j].ID)
+		}
+		if want := w.Needs(ts.ID); !reflect.DeepEqual(ids, want) && !(len(ids) == 0 && len(want) == 0) {
+			t.Errorf("NeedsByIndex()[%d] = %v, want Needs(%s) = %v", i, ids, ts.ID, want)
+		}
+	}
 	if got := w.Action(w.Spec.Tasks[0]); got.Kind != "mcp.call" || got.Class() != "unknown" {
 		t.Errorf("Action = %+v, class %s", got, got.Class())
 	}
