@@ -29,7 +29,9 @@ import (
 // whose needed task's carry went with another task's first commit waits
 // until that commit is durable before it commits anything: it never starts
 // before the tasks it needs are recorded finished. Carries nobody took
-// commit with run.finished: nothing is lost when another task fails.
+// commit on their own while other tasks are still in flight (so that a
+// finished task never waits in memory for a slow sibling), or with
+// run.finished once nothing runs: nothing is lost when another task fails.
 
 // carry is the deferred records of a task that succeeded.
 type carry struct {
@@ -79,9 +81,10 @@ func (rn *run) execute(ctx context.Context) *Result {
 	carries := make([]*carry, len(tasks))
 	ended := make(chan taskEnd)
 	running := 0
-	var stop *Error   // the failure that stops the run, with its task
-	var worst *Error  // the worst failure, continueOnError ones included when uncertain
-	var stopBy string // id of the task whose failure stopped the run
+	var stop *Error      // the failure that stops the run, with its task
+	var worst *Error     // the worst failure, continueOnError ones included when uncertain
+	var stopBy string    // id of the task whose failure stopped the run
+	var flushed []*carry // carries committed on their own while other tasks ran
 	limit := max(rn.concurrency, 1)
 	ready := func(i int) bool {
 		if state[i] != tsWaiting {
@@ -134,6 +137,19 @@ func (rn *run) execute(ctx context.Context) *Result {
 		if running == 0 {
 			break
 		}
+		// A carry no task took while others are still in flight commits
+		// now, on its own: a sibling may run for minutes (a slow tool, a
+		// retry's wait, an MCP task), and a crash meanwhile must find this
+		// task finished, not its call in flight.
+		for _, c := range carries {
+			if c != nil && !c.taken {
+				c.taken = true
+				flushed = append(flushed, c)
+				lane := rn.fork()
+				lane.pending, lane.carrying = c.recs, []*carry{c}
+				go func() { _ = lane.append() }() // its error is c.err, read below
+			}
+		}
 		e := <-ended
 		running--
 		t := tasks[e.idx]
@@ -168,6 +184,12 @@ func (rn *run) execute(ctx context.Context) *Result {
 		worst = worse(worst, e.fail)
 		if stop == nil {
 			stop, stopBy = e.fail, t.ID
+		}
+	}
+	for _, c := range flushed {
+		<-c.done
+		if c.err != nil {
+			worst = worse(worst, rn.storageFail(c.err))
 		}
 	}
 	// Carries nobody took commit with run.finished, before the skips.

@@ -116,10 +116,22 @@ func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem 
 			err = c.uncertain(err)
 		}
 		var div *DivergenceError
-		return nil, code, err, c.m.State == fsm.Failed && code == ExitFailed && !errors.As(err, &div)
+		return nil, code, err, c.m.State == fsm.Failed && retryable(code, err) && !errors.As(err, &div)
 	}
 	out, code, err = rn.checkContract(t, out)
 	return out, code, err, err != nil
+}
+
+// retryable reports whether a call that ended failed (nothing ambiguous)
+// may be followed by a retry: the tool or the server refused it (a
+// JSON-RPC error, isError, a schema or output violation: exit 4), or the
+// server answered it with an HTTP 4xx (exit 6, as any remote failure).
+func retryable(code int, err error) bool {
+	if code == ExitFailed {
+		return true
+	}
+	var te *transport.Error
+	return code == ExitRemote && errors.As(err, &te) && te.Status >= 400 && te.Status < 500
 }
 
 // checkContract applies the task's outputSchema to its output.

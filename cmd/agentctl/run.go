@@ -41,7 +41,7 @@ func (f *runFlags) resolve(wf *spec.Workflow) (map[string]any, error) {
 	for _, kv := range f.inputs {
 		k, v, err := spec.ParseInputFlag(kv)
 		if err != nil {
-			return nil, &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--input %q: %w", kv, err)}
+			return nil, &exitError{code: workflow.ExitInvalid, err: err} // it names the --input flag
 		}
 		given[k] = v
 	}

@@ -31,7 +31,7 @@ queued (run.created with "queued": true) and prints its id. Nothing is sent to a
 		RunE: func(cmd *cobra.Command, args []string) error {
 			wf, err := spec.Load(args[0])
 			if err != nil {
-				return &exitError{code: workflow.ExitInvalid, err: err}
+				return invalid(err) // exit 3 for a file only the policy forbids, as run
 			}
 			inputs, err := f.resolve(wf)
 			if err != nil {

@@ -57,6 +57,14 @@ Leases of runs that stopped are released, so another worker resumes them at once
 			if concurrency < 1 {
 				return usageErr("--concurrency %d: want 1 or more", concurrency)
 			}
+			// The library reads a zero Grace or Poll as its default: a
+			// user who writes --grace 0 must not get 30 s without a word.
+			if grace <= 0 {
+				return usageErr("--grace %s: want more than 0", grace)
+			}
+			if poll <= 0 {
+				return usageErr("--poll %s: want more than 0", poll)
+			}
 			if lease < 300*time.Millisecond {
 				return usageErr("--lease %s: want 300ms or more", lease)
 			}
