@@ -37,7 +37,9 @@ func dbSnapshot(t *testing.T, db string) string {
 }
 
 // dbHolds reports whether needle is stored anywhere in db: in the file,
-// its -wal or -shm on SQLite, in any row of any table on PostgreSQL.
+// its -wal or -shm on SQLite, in any row of any table on PostgreSQL (as
+// the row's text, where a double quote or backslash is doubled: keep them
+// out of needle).
 func dbHolds(t *testing.T, db, needle string) bool {
 	t.Helper()
 	if !events.IsPostgres(db) {
