@@ -222,6 +222,7 @@ func killedAt(t *testing.T, crashAfter string, args ...string) string {
 	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("%v with crash after %q ended with %v, not SIGKILL\n%s", args, crashAfter, err, out)
 	}
+	awaitDeadOwners(t, dbArg(args))
 	return string(out)
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentctl/agentctl/events"
 )
@@ -91,4 +92,50 @@ func pgEachTable(t *testing.T, dsn string, fn func(raw *sql.DB, table string)) {
 	for _, table := range tables {
 		fn(raw, table)
 	}
+}
+
+// awaitDeadOwners waits until PostgreSQL has noticed that the writers of
+// db (a schema of this test's own) are dead: no row of run_leases is held
+// by a live owner. A process killed with SIGKILL leaves its server session
+// for the server to reap, and until it has, its session advisory lock
+// makes its leases look held, so a resume started at once is refused as
+// busy (the safe side). On SQLite it returns at once: the kernel frees the
+// run lock with the process.
+func awaitDeadOwners(t *testing.T, db string) {
+	t.Helper()
+	if !events.IsPostgres(db) {
+		return
+	}
+	raw, err := sql.Open("pgx", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	failsafe := time.After(60 * time.Second)
+	poll := time.NewTicker(10 * time.Millisecond) // reads pg_locks through agentctl_lease_free
+	defer poll.Stop()
+	for {
+		var held int
+		if err := raw.QueryRow(`SELECT count(*) FROM run_leases WHERE NOT agentctl_lease_free(owner, owner_key, lease_expires_at)`).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		if held == 0 {
+			return
+		}
+		select {
+		case <-poll.C:
+		case <-failsafe:
+			t.Fatalf("%d lease(s) still held by a killed process after 60 s (a failsafe)", held)
+		}
+	}
+}
+
+// dbArg is the value of --db in args, "" without one.
+func dbArg(args []string) string {
+	for i, a := range args {
+		if a == "--db" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }
