@@ -302,3 +302,57 @@ func TestRunHeld_SQLite(t *testing.T) {
 		t.Fatalf("LockRun after the probe: %v (the probe kept the lock)", err)
 	}
 }
+
+// TestLease_HeartbeatEveryThirdOfTTL: the holder's own heartbeat (no
+// RenewLeases call by the test) renews its lease every TTL/3: within the
+// first TTL the expiry moves at least twice, never sooner than TTL/3
+// apart, and once the database's clock is past the first expiry the lease
+// is still held (same owner, same epoch) and an append passes the fence.
+func TestLease_HeartbeatEveryThirdOfTTL(t *testing.T) {
+	const ttl = 3 * time.Second
+	db := testkit.OpenDB(t, testkit.PostgresDB(t), events.Options{LeaseTTL: ttl})
+	unlock, err := db.LockRun("run-beat")
+	if err != nil {
+		t.Fatalf("LockRun: %v", err)
+	}
+	defer unlock()
+	first := readLease(t, db, "run-beat")
+	seen := []time.Time{*first.Expires}
+	failsafe := time.After(30 * time.Second)
+	poll := time.NewTicker(25 * time.Millisecond) // reads the lease row
+	defer poll.Stop()
+	for {
+		var past bool
+		if err := db.SQL().Get(&past, `SELECT now() > ?`, *first.Expires); err != nil {
+			t.Fatal(err)
+		}
+		if r := readLease(t, db, "run-beat"); r.Expires != nil && !r.Expires.Equal(seen[len(seen)-1]) {
+			seen = append(seen, *r.Expires)
+		}
+		if past {
+			break
+		}
+		select {
+		case <-poll.C:
+		case <-failsafe:
+			t.Fatal("the database's clock never passed the lease's first expiry (a failsafe)")
+		}
+	}
+	if len(seen) < 3 {
+		t.Fatalf("expiries seen within one TTL: %v; want at least two renewals (every TTL/3)", seen)
+	}
+	for i := 1; i < len(seen); i++ {
+		if d := seen[i].Sub(seen[i-1]); d < ttl/3-200*time.Millisecond {
+			t.Fatalf("renewed %v after the previous one; want every TTL/3 (%v): %v", d, ttl/3, seen)
+		}
+	}
+	if r := readLease(t, db, "run-beat"); r.Owner == nil || *r.Owner != *first.Owner || r.Epoch != first.Epoch {
+		t.Fatalf("lease after its first expiry: %+v; want still held as %+v", r, first)
+	}
+	if _, err := db.Append(context.Background(), "run-beat", step("test.after"), nil); err != nil {
+		t.Fatalf("append past the first expiry: %v; want the renewed lease to pass the fence", err)
+	}
+	if n := db.LeaseLosses(); n != 0 {
+		t.Fatalf("LeaseLosses = %d; want 0", n)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -31,11 +32,14 @@ func canaryResultTool() mcptest.ToolDef {
 // TestCLI_EncryptionSealsResults (issue 13 item 8): call.result was sealed
 // but the same output sat in clear in task.finished and run.finished. After
 // an encrypted run, the database, its -wal and its -shm hold no canary,
-// and the key still reads it back.
+// and the key still reads it back. On SQLite and PostgreSQL (no row of
+// any table holds it).
 func TestCLI_EncryptionSealsResults(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) { testEncryptionSealsResults(t, b.DSN(t)) })
+}
+
+func testEncryptionSealsResults(t *testing.T, db string) {
 	srv := mcptest.Start(t, mcptest.Options{}, canaryResultTool())
-	dir := t.TempDir()
-	db := filepath.Join(dir, "a.db")
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	t.Setenv("MY_KEY", base64.StdEncoding.EncodeToString(key))
@@ -48,22 +52,11 @@ func TestCLI_EncryptionSealsResults(t *testing.T) {
 		t.Fatalf("run exit %d (outputs must carry the canary): %s\n%s", code, stderr, out)
 	}
 	runID := envelopeData(t, out)["runId"].(string)
-	found := 0
-	for _, f := range []string{db, db + "-wal", db + "-shm"} {
-		b, err := os.ReadFile(f)
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		found++
-		if strings.Contains(string(b), resultCanary) {
-			t.Errorf("the result canary is stored in clear in %s", filepath.Base(f))
-		}
+	if !dbHolds(t, db, "AES-256-GCM") {
+		t.Fatal("the database holds no sealed payload: nothing was checked")
 	}
-	if found == 0 {
-		t.Fatal("no database file to check")
+	if dbHolds(t, db, resultCanary) {
+		t.Errorf("the result canary is stored in clear in the database")
 	}
 	if out, stderr, code := cli(t, "inspect", runID, "--db", db, "--output", "json"); code != 0 || !strings.Contains(out, resultCanary) {
 		t.Fatalf("inspect with the key: exit %d %s\n%s", code, stderr, out)

@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/internal/demoserver"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
@@ -168,10 +168,10 @@ var everyEvent = os.Getenv("AGENTCTL_CRASH_MATRIX") == "every"
 // is sent between the events of one commit), so by default one kill per
 // commit stands for all its events; AGENTCTL_CRASH_MATRIX=every kills
 // after each.
-func crashReference(t *testing.T, sc crashScenario, idem string) crashRef {
+func crashReference(t *testing.T, sc crashScenario, idem string, b testkit.Backend) crashRef {
 	t.Helper()
 	_, url := sc.start(t)
-	db := filepath.Join(t.TempDir(), "ref.db")
+	db := b.DSN(t)
 	_, stderr, code := cli(t, "run", actWorkflow(t, url, idem), "--db", db, "--output", "json")
 	ids := runIDs(t, db)
 	if len(ids) != 1 {
@@ -222,6 +222,7 @@ func killedAt(t *testing.T, crashAfter string, args ...string) string {
 	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("%v with crash after %q ended with %v, not SIGKILL\n%s", args, crashAfter, err, out)
 	}
+	awaitDeadOwners(t, dbArg(args))
 	return string(out)
 }
 
@@ -271,40 +272,44 @@ func describeAll(evs []events.Event) []string {
 // TestCLI_CrashMatrix kills agentctl after every event of a call, for every
 // class, and resumes: pure/idempotent/keyed tools execute at most twice in
 // total, at_most_once/unknown at most once; no event is lost or rewritten.
+// On SQLite and PostgreSQL.
 func TestCLI_CrashMatrix(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	kills, points := 0, 0
-	t.Cleanup(func() { t.Logf("crash matrix: %d event points × classes, %d kills", points, kills) })
-	for _, sc := range crashScenarios() {
-		for _, idem := range allClasses {
-			if sc.redispatchOnly && !isRedispatchable(idem) {
-				continue
-			}
-			t.Run(sc.name+"/"+idem, func(t *testing.T) {
-				t.Parallel()
-				ref := crashReference(t, sc, idem)
-				for _, group := range ref.points {
-					name := strings.NewReplacer(" ", "_", "#", "@").Replace(group[0])
-					if len(group) > 1 {
-						name += fmt.Sprintf("+%d", len(group)-1)
-					}
-					t.Run(name, func(t *testing.T) {
-						t.Parallel()
-						crashAndResume(t, sc, idem, group[0], ref)
-						mu.Lock()
-						kills, points = kills+1, points+len(group)
-						mu.Unlock()
-					})
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		t.Parallel()
+		var mu sync.Mutex
+		kills, points := 0, 0
+		t.Cleanup(func() { t.Logf("crash matrix: %d event points × classes, %d kills", points, kills) })
+		for _, sc := range crashScenarios() {
+			for _, idem := range allClasses {
+				if sc.redispatchOnly && !isRedispatchable(idem) {
+					continue
 				}
-			})
+				t.Run(sc.name+"/"+idem, func(t *testing.T) {
+					t.Parallel()
+					ref := crashReference(t, sc, idem, b)
+					for _, group := range ref.points {
+						name := strings.NewReplacer(" ", "_", "#", "@").Replace(group[0])
+						if len(group) > 1 {
+							name += fmt.Sprintf("+%d", len(group)-1)
+						}
+						t.Run(name, func(t *testing.T) {
+							t.Parallel()
+							crashAndResume(t, sc, idem, group[0], ref, b)
+							mu.Lock()
+							kills, points = kills+1, points+len(group)
+							mu.Unlock()
+						})
+					}
+				})
+			}
 		}
-	}
+	})
 }
 
-func crashAndResume(t *testing.T, sc crashScenario, idem, point string, ref crashRef) {
+func crashAndResume(t *testing.T, sc crashScenario, idem, point string, ref crashRef, b testkit.Backend) {
 	srv, url := sc.start(t)
-	db := filepath.Join(t.TempDir(), "a.db")
+	db := b.DSN(t)
 	killedAt(t, point, "run", actWorkflow(t, url, idem), "--db", db, "--output", "json")
 	ids := runIDs(t, db)
 	if len(ids) != 1 {
@@ -377,7 +382,8 @@ var demoURL = regexp.MustCompile(`demo server (http://127\.0\.0\.1:\d+/mcp)`)
 
 // TestCLI_CrashDemo kills `agentctl demo` mid-run (after the first task's
 // result, mid progress stream, after the second task), brings the demo
-// server back on the same address and resumes the run it left.
+// server back on the same address and resumes the run it left. On SQLite
+// and PostgreSQL.
 func TestCLI_CrashDemo(t *testing.T) {
 	t.Parallel()
 	// Hold demo's usual port so that each killed demo gets an ephemeral
@@ -385,123 +391,130 @@ func TestCLI_CrashDemo(t *testing.T) {
 	if l, err := net.Listen("tcp", "127.0.0.1:8765"); err == nil {
 		t.Cleanup(func() { _ = l.Close() })
 	}
-	for _, point := range []string{"call.result", "mcp.notification in notifications/progress#2", "task.finished#2"} {
-		t.Run(strings.NewReplacer(" ", "_", "#", "@").Replace(point), func(t *testing.T) {
-			t.Parallel()
-			db := filepath.Join(t.TempDir(), "demo.db")
-			out := killedAt(t, point, "demo", "--db", db)
-			m := demoURL.FindStringSubmatch(out)
-			if m == nil {
-				t.Fatalf("no demo server line:\n%s", out)
-			}
-			ids := runIDs(t, db)
-			if len(ids) != 1 {
-				t.Fatalf("runs: %v", ids)
-			}
-			before := logOf(t, db, ids[0])
-			// The demo server died with the process: start one on its address.
-			srv := demoserver.New(demoserver.Options{})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if _, stop, err := srv.Serve(ctx, strings.TrimSuffix(strings.TrimPrefix(m[1], "http://"), "/mcp")); err != nil {
-				t.Fatalf("restart the demo server on %s: %v", m[1], err)
-			} else {
-				defer func() {
-					sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
-					defer scancel()
-					_ = stop(sctx)
-				}()
-			}
-			code, data, stderr := resumeJSON(t, db, ids[0])
-			if code != 0 {
-				t.Fatalf("resume exit %d: %s", code, stderr)
-			}
-			if r, _ := json.Marshal(data["outputs"]); !strings.Contains(string(r), `"title":"Document doc-`) || !strings.Contains(string(r), `"words":`) {
-				t.Fatalf("outputs = %s", r)
-			}
-			after := assertSound(t, db, ids[0], before)
-			// Every demo tool is idempotent: at most two requests per task.
-			sent := map[string]int{}
-			for _, e := range after {
-				var f projector.Frame
-				if projector.Describe(e) == "mcp.request out tools/call" && e.Decode(&f) == nil {
-					sent[f.TaskID]++
-				}
-			}
-			for task, n := range sent {
-				if n > 2 {
-					t.Fatalf("task %s sent tools/call %d times", task, n)
-				}
-			}
-			for _, tool := range []string{"search", "get", "analyze"} {
-				if n := srv.Calls(tool); n > 1 {
-					t.Fatalf("the restarted server ran %s %d times", tool, n)
-				}
-			}
-		})
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		for _, point := range []string{"call.result", "mcp.notification in notifications/progress#2", "task.finished#2"} {
+			t.Run(strings.NewReplacer(" ", "_", "#", "@").Replace(point), func(t *testing.T) {
+				t.Parallel()
+				crashDemoAt(t, b.DSN(t), point)
+			})
+		}
+	})
+}
+
+func crashDemoAt(t *testing.T, db, point string) {
+	out := killedAt(t, point, "demo", "--db", db)
+	m := demoURL.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no demo server line:\n%s", out)
+	}
+	ids := runIDs(t, db)
+	if len(ids) != 1 {
+		t.Fatalf("runs: %v", ids)
+	}
+	before := logOf(t, db, ids[0])
+	// The demo server died with the process: start one on its address.
+	srv := demoserver.New(demoserver.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, stop, err := srv.Serve(ctx, strings.TrimSuffix(strings.TrimPrefix(m[1], "http://"), "/mcp")); err != nil {
+		t.Fatalf("restart the demo server on %s: %v", m[1], err)
+	} else {
+		defer func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer scancel()
+			_ = stop(sctx)
+		}()
+	}
+	code, data, stderr := resumeJSON(t, db, ids[0])
+	if code != 0 {
+		t.Fatalf("resume exit %d: %s", code, stderr)
+	}
+	if r, _ := json.Marshal(data["outputs"]); !strings.Contains(string(r), `"title":"Document doc-`) || !strings.Contains(string(r), `"words":`) {
+		t.Fatalf("outputs = %s", r)
+	}
+	after := assertSound(t, db, ids[0], before)
+	// Every demo tool is idempotent: at most two requests per task.
+	sent := map[string]int{}
+	for _, e := range after {
+		var f projector.Frame
+		if projector.Describe(e) == "mcp.request out tools/call" && e.Decode(&f) == nil {
+			sent[f.TaskID]++
+		}
+	}
+	for task, n := range sent {
+		if n > 2 {
+			t.Fatalf("task %s sent tools/call %d times", task, n)
+		}
+	}
+	for _, tool := range []string{"search", "get", "analyze"} {
+		if n := srv.Calls(tool); n > 1 {
+			t.Fatalf("the restarted server ran %s %d times", tool, n)
+		}
 	}
 }
 
 // TestCLI_CrashReplay kills `agentctl replay` mid-run: the source run is
 // unchanged and verifies, the killed replay's chain verifies (it cannot be
-// resumed), and a second replay succeeds with the source's outputs.
+// resumed), and a second replay succeeds with the source's outputs; no
+// replay reaches the server. On SQLite and PostgreSQL.
 func TestCLI_CrashReplay(t *testing.T) {
 	t.Parallel()
-	srv := mcptest.Start(t, mcptest.Options{}, chattyTool())
-	src := filepath.Join(t.TempDir(), "src.db")
-	if _, stderr, code := cli(t, "run", actWorkflow(t, srv.URL, "at_most_once"), "--db", src); code != 0 {
-		t.Fatalf("source run: %s", stderr)
-	}
-	sourceID := runIDs(t, src)[0]
-	// A replay records references to the source's frames (replay.frames),
-	// not the frames: #1 and #2 are the session's, #3 the call's.
-	for _, point := range []string{"run.created", "replay.frames session#1", "call.prepared", "replay.frames call", "call.result", "task.finished"} {
-		t.Run(strings.NewReplacer(" ", "_", "#", "@").Replace(point), func(t *testing.T) {
-			t.Parallel()
-			db := filepath.Join(t.TempDir(), "a.db")
-			copyFile(t, src, db)
-			source := logOf(t, db, sourceID)
-			killedAt(t, point, "replay", sourceID, "--db", db)
-			var crashed string
-			for _, id := range runIDs(t, db) {
-				if id != sourceID {
-					crashed = id
-				}
-			}
-			if crashed == "" || !strings.HasPrefix(crashed, "replay-") {
-				t.Fatalf("no replay run left: %v", runIDs(t, db))
-			}
-			assertSound(t, db, sourceID, source)
-			if got := logOf(t, db, sourceID); len(got) != len(source) {
-				t.Fatalf("source run has %d events, had %d", len(got), len(source))
-			}
-			partial := assertSound(t, db, crashed, nil)
-			if _, stderr, code := cli(t, "resume", crashed, "--db", db); code != 2 {
-				t.Fatalf("resume of a killed replay: exit %d, want 2: %s", code, stderr)
-			}
-			assertSound(t, db, crashed, partial)
-			out, stderr, code := cli(t, "replay", sourceID, "--db", db, "--output", "json")
-			if code != 0 {
-				t.Fatalf("second replay: exit %d: %s", code, stderr)
-			}
-			if !strings.Contains(out, `"result": {`) || !strings.Contains(out, `"done": true`) {
-				t.Fatalf("second replay outputs: %s", out)
-			}
-			var env struct {
-				Data struct {
-					RunID string `json:"runId"`
-				} `json:"data"`
-			}
-			if err := json.Unmarshal([]byte(out), &env); err != nil {
-				t.Fatal(err)
-			}
-			assertSound(t, db, env.Data.RunID, nil)
-			assertSound(t, db, sourceID, source)
-		})
-	}
-	t.Cleanup(func() { // after the subtests
-		if n := srv.Stats().Executed["act"]; n != 1 {
-			t.Errorf("replays reached the server: act executed %d times", n)
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		// A replay records references to the source's frames (replay.frames),
+		// not the frames: #1 and #2 are the session's, #3 the call's.
+		for _, point := range []string{"run.created", "replay.frames session#1", "call.prepared", "replay.frames call", "call.result", "task.finished"} {
+			t.Run(strings.NewReplacer(" ", "_", "#", "@").Replace(point), func(t *testing.T) {
+				t.Parallel()
+				crashReplayAt(t, b.DSN(t), point)
+			})
 		}
 	})
+}
+
+func crashReplayAt(t *testing.T, db, point string) {
+	srv := mcptest.Start(t, mcptest.Options{}, chattyTool())
+	if _, stderr, code := cli(t, "run", actWorkflow(t, srv.URL, "at_most_once"), "--db", db); code != 0 {
+		t.Fatalf("source run: %s", stderr)
+	}
+	sourceID := runIDs(t, db)[0]
+	source := logOf(t, db, sourceID)
+	killedAt(t, point, "replay", sourceID, "--db", db)
+	var crashed string
+	for _, id := range runIDs(t, db) {
+		if id != sourceID {
+			crashed = id
+		}
+	}
+	if crashed == "" || !strings.HasPrefix(crashed, "replay-") {
+		t.Fatalf("no replay run left: %v", runIDs(t, db))
+	}
+	assertSound(t, db, sourceID, source)
+	if got := logOf(t, db, sourceID); len(got) != len(source) {
+		t.Fatalf("source run has %d events, had %d", len(got), len(source))
+	}
+	partial := assertSound(t, db, crashed, nil)
+	if _, stderr, code := cli(t, "resume", crashed, "--db", db); code != 2 {
+		t.Fatalf("resume of a killed replay: exit %d, want 2: %s", code, stderr)
+	}
+	assertSound(t, db, crashed, partial)
+	out, stderr, code := cli(t, "replay", sourceID, "--db", db, "--output", "json")
+	if code != 0 {
+		t.Fatalf("second replay: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, `"result": {`) || !strings.Contains(out, `"done": true`) {
+		t.Fatalf("second replay outputs: %s", out)
+	}
+	var env struct {
+		Data struct {
+			RunID string `json:"runId"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(out), &env); err != nil {
+		t.Fatal(err)
+	}
+	assertSound(t, db, env.Data.RunID, nil)
+	assertSound(t, db, sourceID, source)
+	if n := srv.Stats().Executed["act"]; n != 1 {
+		t.Errorf("replays reached the server: act executed %d times", n)
+	}
 }

@@ -87,15 +87,22 @@ func testRunThenInspectJSON(t *testing.T, db string) {
 	}
 }
 
+// TestCLI_BadWorkflowCreatesNoRun: a workflow that does not load is
+// refused (exit 2, file:line) before anything is written. On SQLite and
+// PostgreSQL.
 func TestCLI_BadWorkflowCreatesNoRun(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) { testBadWorkflowCreatesNoRun(t, b.DSN(t)) })
+}
+
+func testBadWorkflowCreatesNoRun(t *testing.T, db string) {
 	dir := t.TempDir()
-	db := filepath.Join(dir, "a.db")
-	// A database with one good run, to compare byte for byte.
+	// A database with one good run, to compare byte for byte (row for row
+	// on PostgreSQL).
 	_, url := demotest.StartTest(t, demoserver.Options{})
 	if _, stderr, code := cli(t, "run", writeWorkflow(t, url), "--db", db); code != 0 {
 		t.Fatalf("seed run: %s", stderr)
 	}
-	before, _ := os.ReadFile(db)
+	before := dbSnapshot(t, db)
 	cases := map[string]string{
 		"unknown-key.yaml": "apiVersion: agentctl.dev/v1alpha1\nkind: Workflow\nmetadata: {name: x}\nspec:\n  bogus: 1\n  tasks: []\n",
 		"missing-server.yaml": `apiVersion: agentctl.dev/v1alpha1
@@ -134,8 +141,7 @@ spec:
 			if !strings.Contains(stderr, path+":") {
 				t.Fatalf("error does not name file:line: %s", stderr)
 			}
-			after, _ := os.ReadFile(db)
-			if !bytes.Equal(before, after) {
+			if dbSnapshot(t, db) != before {
 				t.Fatal("database changed")
 			}
 		})

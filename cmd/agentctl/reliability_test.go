@@ -16,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -67,8 +68,20 @@ func runCount(t *testing.T, db string) int {
 	return n
 }
 
+// TestCLI_BadInputCatalogue: every bad workflow of the language catalogue
+// and every bad flag or argument is refused with its exit code and a
+// message naming what is wrong, and the database is left exactly as it
+// was. On SQLite and PostgreSQL.
 func TestCLI_BadInputCatalogue(t *testing.T) {
-	db, before := seededDB(t)
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) { testBadInputCatalogue(t, b.DSN(t)) })
+}
+
+func testBadInputCatalogue(t *testing.T, db string) {
+	_, url := demotest.StartTest(t, demoserver.Options{})
+	if _, stderr, code := cli(t, "run", writeWorkflow(t, url), "--db", db); code != 0 {
+		t.Fatalf("seed run: %s", stderr)
+	}
+	before := dbSnapshot(t, db)
 	files, err := filepath.Glob("../../workflow/spec/testdata/lang/bad/*.yaml")
 	if err != nil || len(files) < 30 {
 		t.Fatalf("catalogue has %d files (%v), want ≥ 30", len(files), err)
@@ -133,14 +146,13 @@ func TestCLI_BadInputCatalogue(t *testing.T) {
 			if strings.Contains(stderr, "panic") || strings.Contains(stderr, "goroutine ") {
 				t.Fatalf("panic output: %s", stderr)
 			}
-			after, _ := os.ReadFile(db)
-			if !bytes.Equal(before, after) {
+			if dbSnapshot(t, db) != before {
 				t.Fatal("database changed")
 			}
 		})
 	}
-	if n := runCount(t, db); n != 1 {
-		t.Fatalf("runs = %d, want only the seed run", n)
+	if ids := runIDs(t, db); len(ids) != 1 {
+		t.Fatalf("runs = %v, want only the seed run", ids)
 	}
 }
 

@@ -55,6 +55,7 @@ func crashRun(t *testing.T, db, wf, crashAfter string) string {
 	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("run with crash after %q ended with %v, not SIGKILL\n%s", crashAfter, err, out)
 	}
+	awaitDeadOwners(t, db)
 	ids := runIDs(t, db)
 	if len(ids) != 1 {
 		t.Fatalf("runs in log: %v", ids)

@@ -67,6 +67,17 @@ func PostgresURL(tb testing.TB) string {
 // search_path selects it: tests are isolated and can run in parallel.
 func PostgresDB(tb testing.TB) string {
 	tb.Helper()
+	dsn := PostgresEmptyDB(tb)
+	if _, _, err := events.Migrate(context.Background(), dsn, events.Options{}); err != nil {
+		tb.Fatalf("postgres: migrate: %v", err)
+	}
+	return dsn
+}
+
+// PostgresEmptyDB is PostgresDB without the migration: an empty schema of
+// tb's own, for tests of `db migrate` and of the schema checks.
+func PostgresEmptyDB(tb testing.TB) string {
+	tb.Helper()
 	base := PostgresURL(tb)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -92,11 +103,7 @@ func PostgresDB(tb testing.TB) string {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	dsn := u.String()
-	if _, _, err := events.Migrate(ctx, dsn, events.Options{}); err != nil {
-		tb.Fatalf("postgres: migrate: %v", err)
-	}
-	return dsn
+	return u.String()
 }
 
 // EachBackend runs fn as one subtest per backend (named by Backend.Name).
