@@ -1,0 +1,139 @@
+package workflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/demoserver"
+	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
+)
+
+// typedPayload decodes a recorded payload into the projector's type for
+// its event, as the run loop hands it to Append (frames stay raw JSON).
+func typedPayload(b *testing.B, typ, payload string) any {
+	var v any
+	switch typ {
+	case projector.TypeRunCreated:
+		v = &projector.RunCreated{}
+	case projector.TypeRunFinished:
+		v = &projector.RunFinished{}
+	case projector.TypeTaskStarted:
+		v = &projector.TaskStarted{}
+	case projector.TypeTaskFinished:
+		v = &projector.TaskFinished{}
+	case projector.TypeSessionOpened:
+		v = &projector.SessionOpened{}
+	case projector.TypeSessionCatalog:
+		v = &projector.SessionCatalog{}
+	case projector.TypeSessionAttached:
+		v = &projector.SessionRef{}
+	case projector.TypeCallPrepared:
+		v = &projector.CallPrepared{}
+	case projector.TypeCallTransition:
+		v = &projector.CallTransition{}
+	case projector.TypeCallResult:
+		v = &projector.CallResult{}
+	default:
+		return json.RawMessage(payload)
+	}
+	if err := json.Unmarshal([]byte(payload), v); err != nil {
+		b.Fatalf("%s: %v", typ, err)
+	}
+	switch p := v.(type) {
+	case *projector.RunCreated:
+		return *p
+	case *projector.RunFinished:
+		return *p
+	case *projector.TaskStarted:
+		return *p
+	case *projector.TaskFinished:
+		return *p
+	case *projector.SessionOpened:
+		return *p
+	case *projector.SessionCatalog:
+		return *p
+	case *projector.SessionRef:
+		return *p
+	case *projector.CallPrepared:
+		return *p
+	case *projector.CallTransition:
+		return *p
+	case *projector.CallResult:
+		return *p
+	}
+	return nil
+}
+
+// reKeyed copies batches with every effect id suffixed, so that the same
+// calls can be appended again to another run of one database.
+func reKeyed(batches [][]events.Record, suffix string) [][]events.Record {
+	out := make([][]events.Record, len(batches))
+	for i, recs := range batches {
+		out[i] = make([]events.Record, len(recs))
+		for j, r := range recs {
+			switch p := r.Payload.(type) {
+			case projector.CallPrepared:
+				p.EffectID += suffix
+				r.Payload = p
+			case projector.CallTransition:
+				p.EffectID += suffix
+				r.Payload = p
+			case projector.CallResult:
+				p.EffectID += suffix
+				r.Payload = p
+			}
+			out[i][j] = r
+		}
+	}
+	return out
+}
+
+// BenchmarkCallStorage is the storage half of BenchmarkCallEfficiency's c
+// with no network: a real 100-call run is recorded once, commit by commit,
+// and each op appends the same commits (same records, same batches, with
+// projections) to a new run (effect ids re-keyed) of one database at synchronous=NORMAL.
+// It reports µs of storage per call: the lever for c at NORMAL.
+func BenchmarkCallStorage(b *testing.B) {
+	const calls = 100
+	_, url := demotest.StartTest(b, demoserver.Options{})
+	ctx := context.Background()
+	wf, err := spec.Parse("bench.yaml", []byte(manyCalls(url, calls)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := openBenchDB(b, events.DurabilityNormal)
+	var batches [][]events.Record
+	src.ObserveCommits(func(ci events.CommitInfo) {
+		for _, evs := range ci.Appends {
+			recs := make([]events.Record, len(evs))
+			for i, e := range evs {
+				recs[i] = events.Record{Stream: e.Stream, Type: e.Type, Payload: typedPayload(b, e.Type, e.Payload)}
+			}
+			batches = append(batches, recs)
+		}
+	})
+	if res, err := (&workflow.Runner{DB: src}).Run(ctx, wf, nil, workflow.RunOptions{}); err != nil || res.Err != nil {
+		b.Fatalf("run: %v %v", err, res.Err)
+	}
+	src.ObserveCommits(nil)
+	db := openBenchDB(b, events.DurabilityNormal)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		run := reKeyed(batches, fmt.Sprintf("-%d", i))
+		b.StartTimer()
+		for _, recs := range run {
+			if _, err := db.Append(ctx, fmt.Sprintf("run-storage-%d", i), recs, projector.Apply); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*calls), "µs/call")
+	b.ReportMetric(float64(len(batches))/calls, "commits/call")
+}
