@@ -198,7 +198,7 @@ func (db *DB) lockRunPostgres(runID string) (func(), error) {
 	var epoch int64
 	err := db.x.QueryRowContext(context.Background(), claimRun, runID, p.owner, p.ownerKey, ttl.Milliseconds()).Scan(&epoch)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %s (leased by another process)", ErrRunBusy, runID)
+		return nil, db.leasedError(runID)
 	}
 	if err != nil {
 		return nil, &Error{Op: "claim lease of run " + runID, Path: db.path, Err: classify(err)}
@@ -209,6 +209,24 @@ func (db *DB) lockRunPostgres(runID string) (func(), error) {
 	p.mu.Unlock()
 	db.startHeartbeat()
 	return db.releaseFunc(l), nil
+}
+
+// leasedError is LockRun's refusal of a run another process holds a live
+// lease on. Right after a kill -9 the server may not have reaped the dead
+// writer's session yet, so it names the owner and the expiry (the row is
+// read again, only on this failure) and says when a retry will succeed.
+func (db *DB) leasedError(runID string) error {
+	var owner sql.NullString
+	var expires sql.NullTime
+	err := db.x.QueryRowContext(context.Background(), `SELECT owner, lease_expires_at FROM run_leases WHERE run_id = ?`, runID).Scan(&owner, &expires)
+	if err != nil || !owner.Valid || !expires.Valid {
+		// The row changed since the claim (released, say): a retry may
+		// succeed at once.
+		return fmt.Errorf("%w: %s (leased by another process; retry, and `agentctl runs list` shows the owner)", ErrRunBusy, runID)
+	}
+	until := expires.Time.UTC().Format(time.RFC3339)
+	return fmt.Errorf("%w: %s (leased by %s until %s; if that process is gone, retry after %s; `agentctl runs list` shows the owner)",
+		ErrRunBusy, runID, owner.String, until, until)
 }
 
 // checkClaim makes sure claim l is still this process's current,

@@ -3,6 +3,8 @@ package events_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,6 +231,33 @@ func TestLease_DeadOwnerTakenAtOnce(t *testing.T) {
 	got, err := a.ClaimRuns(ctx, 10, nil)
 	if err != nil || len(got) != 1 || got[0] != (events.Claim{RunID: "run-dead-queued", State: "running", Epoch: 8}) {
 		t.Fatalf("ClaimRuns = %+v, %v; want the dead owner's running run at epoch 8", got, err)
+	}
+}
+
+// TestLease_BusyNamesOwnerAndExpiry: LockRun's refusal of a live lease (as
+// a resume right after a kill -9 meets it, before the server reaped the
+// dead session) still wraps ErrRunBusy, and names the owner and the expiry
+// (RFC 3339, UTC) with what to do, never the owner's lock key.
+func TestLease_BusyNamesOwnerAndExpiry(t *testing.T) {
+	a, b := twoProcesses(t)
+	unlock, err := a.LockRun("run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	row := readLease(t, a, "run-1")
+	var key int64
+	if err := a.SQL().Get(&key, `SELECT owner_key FROM run_leases WHERE run_id = ?`, "run-1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.LockRun("run-1")
+	if !errors.Is(err, events.ErrRunBusy) {
+		t.Fatalf("LockRun of a live lease = %v; want ErrRunBusy", err)
+	}
+	until := row.Expires.UTC().Format(time.RFC3339)
+	want := "run-1 (leased by " + a.LeaseOwner() + " until " + until + "; if that process is gone, retry after " + until + "; `agentctl runs list` shows the owner)"
+	if msg := err.Error(); !strings.HasSuffix(msg, want) || strings.Contains(msg, strconv.FormatInt(key, 10)) {
+		t.Fatalf("LockRun refusal = %q; want it to end %q, without the owner key %d", msg, want, key)
 	}
 }
 

@@ -35,8 +35,7 @@ import (
 
 // carry is the deferred records of a task that succeeded.
 type carry struct {
-	recs  []events.Record
-	taken bool
+	recs []events.Record
 	// done is closed once the commit that took recs returned; err is its error.
 	done chan struct{}
 	err  error
@@ -78,7 +77,18 @@ func (rn *run) execute(ctx context.Context) *Result {
 	tasks := rn.wf.Spec.Tasks
 	needs := rn.wf.NeedsByIndex()
 	state := make([]int, len(tasks))
-	carries := make([]*carry, len(tasks))
+	carries := make([]*carry, len(tasks)) // by task, for the tasks that need it
+	// untaken are the carries no commit has taken yet, in the order their
+	// tasks ended: a task's end adds its carry, and the next start, flush
+	// or run.finished takes them all, so none is found by a scan of every
+	// task. Every pass of the loop below takes them, so the list never
+	// holds more than one (end order and file order cannot differ).
+	var untaken []*carry
+	takeUntaken := func() []*carry {
+		l := untaken
+		untaken = nil
+		return l
+	}
 	ended := make(chan taskEnd)
 	running := 0
 	var stop *Error      // the failure that stops the run, with its task
@@ -101,12 +111,9 @@ func (rn *run) execute(ctx context.Context) *Result {
 		lane := rn.fork()
 		// Every carry not yet taken rides with this task's first commit;
 		// carries of the tasks it needs that another task took are waited for.
-		for _, c := range carries {
-			if c != nil && !c.taken {
-				c.taken = true
-				lane.pending = append(lane.pending, c.recs...)
-				lane.carrying = append(lane.carrying, c)
-			}
+		for _, c := range takeUntaken() {
+			lane.pending = append(lane.pending, c.recs...)
+			lane.carrying = append(lane.carrying, c)
 		}
 		for _, j := range needs[i] {
 			if c := carries[j]; c != nil && !containsCarry(lane.carrying, c) {
@@ -141,14 +148,11 @@ func (rn *run) execute(ctx context.Context) *Result {
 		// now, on its own: a sibling may run for minutes (a slow tool, a
 		// retry's wait, an MCP task), and a crash meanwhile must find this
 		// task finished, not its call in flight.
-		for _, c := range carries {
-			if c != nil && !c.taken {
-				c.taken = true
-				flushed = append(flushed, c)
-				lane := rn.fork()
-				lane.pending, lane.carrying = c.recs, []*carry{c}
-				go func() { _ = lane.append() }() // its error is c.err, read below
-			}
+		for _, c := range takeUntaken() {
+			flushed = append(flushed, c)
+			lane := rn.fork()
+			lane.pending, lane.carrying = c.recs, []*carry{c}
+			go func() { _ = lane.append() }() // its error is c.err, read below
 		}
 		e := <-ended
 		running--
@@ -166,6 +170,7 @@ func (rn *run) execute(ctx context.Context) *Result {
 			}
 		case len(e.pending) > 0:
 			carries[e.idx] = &carry{recs: e.pending, done: make(chan struct{})}
+			untaken = append(untaken, carries[e.idx])
 		}
 		if e.fail == nil {
 			state[e.idx] = tsDone
@@ -193,11 +198,8 @@ func (rn *run) execute(ctx context.Context) *Result {
 		}
 	}
 	// Carries nobody took commit with run.finished, before the skips.
-	for _, c := range carries {
-		if c != nil && !c.taken {
-			c.taken = true
-			rn.pending = append(rn.pending, c.recs...)
-		}
+	for _, c := range takeUntaken() {
+		rn.pending = append(rn.pending, c.recs...)
 	}
 	if stop == nil && ctx.Err() == nil && rn.stopping() && slices.Contains(state, tsWaiting) {
 		return rn.stopped()

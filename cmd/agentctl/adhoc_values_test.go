@@ -42,7 +42,7 @@ func TestCLI_McpCallArgsAreData(t *testing.T) {
 	if len(got) != 1 || got[0] != `{"list":["${{ tasks.call.output }}"],"message":"literal ${{ inputs.x }} and $${{ y }}","n":1234567}` {
 		t.Fatalf("server received %q", got)
 	}
-	runID := envelopeData(t, out)["runId"].(string)
+	runID := jsonRunID(t, out)
 	if _, stderr, code := cli(t, "replay", runID, "--db", db); code != 0 {
 		t.Fatalf("replay of the ad hoc call: exit %d\n%s", code, stderr)
 	}

@@ -51,7 +51,7 @@ func testEncryptionSealsResults(t *testing.T, db string) {
 	if code != 0 || !strings.Contains(out, resultCanary) {
 		t.Fatalf("run exit %d (outputs must carry the canary): %s\n%s", code, stderr, out)
 	}
-	runID := envelopeData(t, out)["runId"].(string)
+	runID := jsonRunID(t, out)
 	if !dbHolds(t, db, "AES-256-GCM") {
 		t.Fatal("the database holds no sealed payload: nothing was checked")
 	}
@@ -98,7 +98,7 @@ func TestCLI_AuditSignedExport(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run exit %d: %s", code, stderr)
 	}
-	runID := envelopeData(t, out)["runId"].(string)
+	runID := jsonRunID(t, out)
 	keyPath, pubPath := writeKeyPair(t, dir)
 	file := filepath.Join(dir, "run.audit.jsonl")
 	if _, stderr, code = cli(t, "audit", "export", runID, "--db", db, "-o", file, "--sign-key", "file:"+keyPath); code != 0 || !strings.Contains(stderr, "signed by sha256:") {

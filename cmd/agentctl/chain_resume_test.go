@@ -89,12 +89,12 @@ func TestCLI_ResumeAndReplayVerifyTheChain(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run: exit %d %s", code, stderr)
 	}
-	src := envelopeData(t, out)["runId"].(string)
+	src := jsonRunID(t, out)
 	out, stderr, code = cli(t, "replay", src, "--db", db, "--output", "json")
 	if code != 0 {
 		t.Fatalf("replay: exit %d %s", code, stderr)
 	}
-	rep := envelopeData(t, out)["runId"].(string)
+	rep := jsonRunID(t, out)
 	seq = tamper(t, db, src, `replace(payload, 'done', 'DONE')`, `type LIKE 'mcp.%' AND payload LIKE '%done%'`)
 	for _, id := range []string{src, rep} {
 		_, stderr, code = cli(t, "replay", id, "--db", db)

@@ -135,12 +135,8 @@ func inspectTasks(t *testing.T, db, runID string) []map[string]any {
 func runJSON(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	out, stderr, code := cli(t, append(args, "--output", "json")...)
-	var env struct {
-		Data struct {
-			RunID string `json:"runId"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal([]byte(out), &env); err != nil || env.Data.RunID == "" {
+	id, err := decodeRunID(out)
+	if err != nil {
 		// a failed run prints its envelope on stderr
 		var eenv struct {
 			Error struct {
@@ -148,10 +144,10 @@ func runJSON(t *testing.T, args ...string) (string, string, int) {
 			} `json:"error"`
 		}
 		if json.Unmarshal([]byte(lastLine(stderr)), &eenv) == nil {
-			env.Data.RunID = eenv.Error.RunID
+			id = eenv.Error.RunID
 		}
 	}
-	return env.Data.RunID, stderr, code
+	return id, stderr, code
 }
 
 // runIDIn is the run id a human run printed ("run RUN_ID state").

@@ -504,15 +504,7 @@ func crashReplayAt(t *testing.T, db, point string) {
 	if !strings.Contains(out, `"result": {`) || !strings.Contains(out, `"done": true`) {
 		t.Fatalf("second replay outputs: %s", out)
 	}
-	var env struct {
-		Data struct {
-			RunID string `json:"runId"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal([]byte(out), &env); err != nil {
-		t.Fatal(err)
-	}
-	assertSound(t, db, env.Data.RunID, nil)
+	assertSound(t, db, jsonRunID(t, out), nil)
 	assertSound(t, db, sourceID, source)
 	if n := srv.Stats().Executed["act"]; n != 1 {
 		t.Errorf("replays reached the server: act executed %d times", n)

@@ -187,15 +187,7 @@ func TestCLI_JSONGolden(t *testing.T) {
 		return out, stderr
 	}
 	out, _ := js("run.json", 0, "run", wf)
-	var env struct {
-		Data struct {
-			RunID string `json:"runId"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal([]byte(out), &env); err != nil {
-		t.Fatal(err)
-	}
-	runID := env.Data.RunID
+	runID := jsonRunID(t, out)
 	js("inspect.json", 0, "inspect", runID)
 	js("effects-list.json", 0, "effects", "list", runID)
 	js("replay.json", 0, "replay", runID)
@@ -216,12 +208,10 @@ func TestCLI_JSONGolden(t *testing.T) {
 	srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Status: http.StatusNotFound, Nth: 1})
 	out, stderr = js("run-uncertain.json", 3, "run", actWorkflow(t, srv.URL, "unknown"))
 	golden(t, "error-uncertain.json", stderr, tmp...)
-	if err := json.Unmarshal([]byte(out), &env); err != nil {
-		t.Fatal(err)
-	}
-	effects := listEffects(t, db, env.Data.RunID)
+	uncertainID := jsonRunID(t, out)
+	effects := listEffects(t, db, uncertainID)
 	js("effects-reconcile.json", 0, "effects", "reconcile", effects[0]["effectId"].(string), "--status", "not-applied", "--reason", "checked")
-	js("resume.json", 0, "resume", env.Data.RunID)
+	js("resume.json", 0, "resume", uncertainID)
 	js("runs-list.json", 0, "runs", "list")
 	js("runs-prune.json", 0, "runs", "prune", "--keep", "1", "--dry-run")
 	js("submit.json", 0, "submit", wf)

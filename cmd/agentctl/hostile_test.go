@@ -156,15 +156,7 @@ func TestCLI_HostileServers(t *testing.T) {
 				}
 				runID = env.Error.RunID
 			} else {
-				var env struct {
-					Data struct {
-						RunID string `json:"runId"`
-					} `json:"data"`
-				}
-				if err := json.Unmarshal([]byte(out), &env); err != nil {
-					t.Fatalf("stdout: %v\n%s", err, out)
-				}
-				runID = env.Data.RunID
+				runID = jsonRunID(t, out)
 			}
 			if runID == "" {
 				t.Fatalf("no run id; stdout %s stderr %s", out, stderr)

@@ -46,7 +46,7 @@ func TestCLI_InspectVerifies(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run exit %d: %s", code, stderr)
 	}
-	runID := envelopeData(t, out)["runId"].(string)
+	runID := jsonRunID(t, out)
 
 	v, stderr, code := inspectJSON(t, runID, "--db", db)
 	if code != 0 || !v.OK || v.Data.ChainVerified == nil || !*v.Data.ChainVerified || v.Data.ChainVersion != "v2" || v.Data.ProjectionVerified != nil {
@@ -124,7 +124,7 @@ func TestCLI_InspectVerifyFindsDeletedTail(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run exit %d: %s", code, stderr)
 	}
-	runID := envelopeData(t, out)["runId"].(string)
+	runID := jsonRunID(t, out)
 	raw, err := sql.Open("sqlite3", db)
 	if err != nil {
 		t.Fatal(err)

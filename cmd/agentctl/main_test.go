@@ -25,6 +25,35 @@ func cli(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
+// jsonRunID is the run id of the envelope a --output json command printed
+// ({"data":{"runId":...}}), so that every test reads it one way; it fails the
+// test with the output when that does not decode or names no run.
+func jsonRunID(t testing.TB, out string) string {
+	t.Helper()
+	id, err := decodeRunID(out)
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	return id
+}
+
+// decodeRunID is jsonRunID's decoding, for the callers that fall back to
+// another source when stdout holds no run id.
+func decodeRunID(out string) (string, error) {
+	var env struct {
+		Data struct {
+			RunID string `json:"runId"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(out), &env); err != nil {
+		return "", fmt.Errorf("output is not one JSON envelope: %w", err)
+	}
+	if env.Data.RunID == "" {
+		return "", fmt.Errorf("JSON envelope has no data.runId")
+	}
+	return env.Data.RunID, nil
+}
+
 func writeWorkflow(t *testing.T, url string) string {
 	t.Helper()
 	src, err := os.ReadFile("../../examples/lookup.yaml")

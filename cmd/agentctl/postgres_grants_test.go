@@ -112,7 +112,7 @@ func TestCLI_PostgresLeastPrivilege(t *testing.T) {
 		}
 		return out
 	}
-	runID := envelopeData(t, run(0, "run", wf, "--input", "query=grants", "--output", "json"))["runId"].(string)
+	runID := jsonRunID(t, run(0, "run", wf, "--input", "query=grants", "--output", "json"))
 	run(0, "submit", wf, "--input", "query=queued")
 	if out := run(0, "worker", "--drain", "--output", "json"); !regexp.MustCompile(`"state":\s*"succeeded"`).MatchString(out) {
 		t.Fatalf("worker --drain as the least-privilege role:\n%s", out)

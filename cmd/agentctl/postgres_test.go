@@ -41,7 +41,7 @@ func TestCLI_PostgresRunInspectAudit(t *testing.T) {
 		return out
 	}
 	out := run(0, "run", wf, "--input", "query=postgres", "--output", "json")
-	runID := envelopeData(t, out)["runId"].(string)
+	runID := jsonRunID(t, out)
 	if out := run(0, "inspect", runID, "--verify"); !strings.Contains(out, "chain     verified (v2)") || !strings.Contains(out, "projection matches the log") {
 		t.Fatalf("inspect --verify:\n%s", out)
 	}
@@ -188,7 +188,7 @@ func TestCLI_PostgresPasswordOutsideTheURL(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run with PGPASSWORD: exit %d\n%s", code, stderr)
 	}
-	runID := envelopeData(t, out)["runId"].(string)
+	runID := jsonRunID(t, out)
 	t.Setenv("PGPASSWORD", "")
 	host, port := u.Hostname(), u.Port()
 	if port == "" {

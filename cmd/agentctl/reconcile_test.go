@@ -22,23 +22,16 @@ func uncertainRun(t *testing.T) (srv *mcptest.Server, db, runID, effectID string
 	if code != 3 {
 		t.Fatalf("run exit %d, want 3: %s", code, stderr)
 	}
-	var env struct {
-		Data struct {
-			RunID string `json:"runId"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal([]byte(out), &env); err != nil {
-		t.Fatal(err)
-	}
-	effects := listEffects(t, db, env.Data.RunID)
+	runID = jsonRunID(t, out)
+	effects := listEffects(t, db, runID)
 	if len(effects) != 1 || effects[0]["status"] != "uncertain" {
 		t.Fatalf("effects = %v", effects)
 	}
 	effectID = effects[0]["effectId"].(string)
-	if !strings.Contains(stderr, "agentctl effects reconcile "+effectID) || !strings.Contains(stderr, "agentctl resume "+env.Data.RunID) {
+	if !strings.Contains(stderr, "agentctl effects reconcile "+effectID) || !strings.Contains(stderr, "agentctl resume "+runID) {
 		t.Fatalf("stderr does not say how to reconcile:\n%s", stderr)
 	}
-	return srv, db, env.Data.RunID, effectID
+	return srv, db, runID, effectID
 }
 
 func listEffects(t *testing.T, db, runID string) []map[string]any {

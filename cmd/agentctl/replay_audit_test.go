@@ -72,7 +72,7 @@ func testReplayAuditRunsEncryption(t *testing.T, db string) {
 	if code != 0 {
 		t.Fatalf("run exit %d: %s", code, stderr)
 	}
-	runID := envelopeData(t, out)["runId"].(string)
+	runID := jsonRunID(t, out)
 	srv.Close()
 
 	// runs list
@@ -87,7 +87,7 @@ func testReplayAuditRunsEncryption(t *testing.T, db string) {
 	if code != 0 {
 		t.Fatalf("replay exit %d: %s", code, stderr)
 	}
-	replayID := envelopeData(t, out)["runId"].(string)
+	replayID := jsonRunID(t, out)
 	if !strings.HasPrefix(replayID, "replay-") {
 		t.Fatalf("replay id %q", replayID)
 	}
@@ -134,7 +134,7 @@ func testReplayAuditRunsEncryption(t *testing.T, db string) {
 	if code != 0 {
 		t.Fatalf("replay into encrypted db exit %d: %s", code, stderr)
 	}
-	encID := envelopeData(t, out)["runId"].(string)
+	encID := jsonRunID(t, out)
 	if _, stderr, code = cli(t, "inspect", encID, "--db", db); code != 0 {
 		t.Fatalf("inspect with key exit %d: %s", code, stderr)
 	}
@@ -181,13 +181,13 @@ func testReplayOfEncryptedRun(t *testing.T, db string) {
 	if code != 0 {
 		t.Fatalf("run exit %d: %s", code, stderr)
 	}
-	runID := envelopeData(t, out)["runId"].(string)
+	runID := jsonRunID(t, out)
 	srv.Close()
 	out, stderr, code = cli(t, "replay", runID, "--db", db, "--output", "json")
 	if code != 0 {
 		t.Fatalf("replay exit %d: %s", code, stderr)
 	}
-	replayID := envelopeData(t, out)["runId"].(string)
+	replayID := jsonRunID(t, out)
 	src, _, _ := cli(t, "inspect", runID, "--db", db, "--output", "json")
 	rep, stderr, code := cli(t, "inspect", replayID, "--db", db, "--output", "json")
 	if code != 0 || strings.Count(rep, `"notifications/progress"`) != strings.Count(src, `"notifications/progress"`) || strings.Count(src, `"notifications/progress"`) == 0 {

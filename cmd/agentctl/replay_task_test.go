@@ -65,7 +65,7 @@ func TestCLI_ReplayTaskRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("mcp call exit %d: %s", code, stderr)
 	}
-	adhocID := envelopeData(t, out)["runId"].(string)
+	adhocID := jsonRunID(t, out)
 	before := len(srv.Stats().Requests)
 
 	code, repID, rep := replayCLI(t, db, runID)

@@ -123,12 +123,7 @@ func concurrentRun(t *testing.T, db string, live func(runID string)) string {
 	if got := srv.Stats().Calls; got["prep"] != 1 || got["flaky"] != 2 || got["risky"] != 1 {
 		t.Fatalf("server saw tools/call %v, want prep once, flaky twice, risky once", got)
 	}
-	i := strings.Index(out.String(), `"runId": "`)
-	if i < 0 {
-		t.Fatalf("no run id in %s", out.String())
-	}
-	id := out.String()[i+len(`"runId": "`):]
-	return id[:strings.IndexByte(id, '"')]
+	return jsonRunID(t, out.String())
 }
 
 // pageBar is one attempt's bar as the page draws it.

@@ -63,13 +63,9 @@ func runFor(t *testing.T, wantCode int, args ...string) string {
 		t.Fatalf("%v: exit %d, want %d: %s", args, code, wantCode, stderr)
 	}
 	// A failed run still prints its RunResult on stdout.
-	var id string
-	if i := strings.Index(out, `"runId": "`); i >= 0 {
-		id = out[i+len(`"runId": "`):]
-		id = id[:strings.IndexByte(id, '"')]
-	}
-	if id == "" {
-		t.Fatalf("%v: no run id in %s (stderr %s)", args, out, stderr)
+	id, err := decodeRunID(out)
+	if err != nil {
+		t.Fatalf("%v: %v:\n%s\n(stderr %s)", args, err, out, stderr)
 	}
 	return id
 }

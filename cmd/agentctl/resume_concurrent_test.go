@@ -9,7 +9,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -100,5 +103,43 @@ func TestCLI_ResumeWhileRunning(t *testing.T) {
 	}
 	if n := srv.Stats().Calls["act"]; n != 1 {
 		t.Fatalf("act called %d times", n)
+	}
+}
+
+// TestCLI_ResumeOfLeasedRunPostgres: on PostgreSQL, a resume of a crashed
+// run whose lease another process still holds (as right after a kill -9,
+// before the server reaped the dead session) is refused with exit 2 and a
+// message naming the owner and when its lease expires; nothing is sent or
+// written. Once that lease is let go, the resume goes on.
+func TestCLI_ResumeOfLeasedRunPostgres(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, actTool())
+	db := testkit.PostgresDB(t)
+	runID := crashRun(t, db, actWorkflow(t, srv.URL, "idempotent"), "mcp.request out tools/call")
+	holder := testkit.OpenDB(t, db, events.Options{})
+	unlock, err := holder.LockRun(runID)
+	if err != nil {
+		t.Fatalf("the other process's LockRun: %v", err)
+	}
+	leases, err := holder.RunLeases(context.Background(), []string{runID})
+	if err != nil || leases[runID].Owner != holder.LeaseOwner() {
+		t.Fatalf("leases = %v, %v; want %s's", leases, err, holder.LeaseOwner())
+	}
+	until := leases[runID].ExpiresAt.UTC().Format(time.RFC3339)
+	before := logOf(t, db, runID)
+	calls := srv.Stats().Calls["act"]
+	_, stderr, code := cli(t, "resume", runID, "--db", db)
+	if code != 2 || !strings.Contains(stderr, "leased by "+holder.LeaseOwner()+" until "+until) ||
+		!strings.Contains(stderr, "retry after "+until) || !strings.Contains(stderr, "agentctl runs list") {
+		t.Fatalf("resume of a leased run: exit %d, want 2 naming owner %s and expiry %s:\n%s", code, holder.LeaseOwner(), until, stderr)
+	}
+	if after := logOf(t, db, runID); len(after) != len(before) || srv.Stats().Calls["act"] != calls {
+		t.Fatalf("the refused resume wrote %d events and sent %d calls", len(after)-len(before), srv.Stats().Calls["act"]-calls)
+	}
+	unlock()
+	if _, stderr, code := cli(t, "resume", runID, "--db", db); code != 0 {
+		t.Fatalf("resume after the lease was let go: exit %d\n%s", code, stderr)
+	}
+	if n := srv.Stats().Executed["act"]; n != 1 {
+		t.Fatalf("act executed %d times, want 1", n)
 	}
 }

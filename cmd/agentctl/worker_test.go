@@ -317,6 +317,16 @@ func TestCLI_WorkerKilledThenAnotherFinishes(t *testing.T) {
 // before their second task (no run.finished: resumable), the worker exits
 // 0, and `worker --drain` then completes both, sending each call once.
 func TestCLI_WorkerStopsCleanlyOnSIGTERM(t *testing.T) {
+	testWorkerStopsCleanly(t, syscall.SIGTERM)
+}
+
+// TestCLI_WorkerStopsCleanlyOnSIGINT: the same for SIGINT (Ctrl-C at a
+// terminal), which the worker treats as SIGTERM.
+func TestCLI_WorkerStopsCleanlyOnSIGINT(t *testing.T) {
+	testWorkerStopsCleanly(t, syscall.SIGINT)
+}
+
+func testWorkerStopsCleanly(t *testing.T, sig syscall.Signal) {
 	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
 		t.Parallel()
 		tool := newCountingTool()
@@ -342,7 +352,7 @@ func TestCLI_WorkerStopsCleanlyOnSIGTERM(t *testing.T) {
 				t.Fatal("the runs' first calls never arrived (a failsafe, not a synchronisation)")
 			}
 		}
-		if err := w.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := w.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
 		var out strings.Builder
@@ -356,7 +366,7 @@ func TestCLI_WorkerStopsCleanlyOnSIGTERM(t *testing.T) {
 		rest, _ := io.ReadAll(stderr)
 		out.Write(rest)
 		if err := w.Wait(); err != nil {
-			t.Fatalf("worker after SIGTERM: %v\n%s", err, out.String())
+			t.Fatalf("worker after %v: %v\n%s", sig, err, out.String())
 		}
 		if !strings.Contains(out.String(), "worker: stopped, 2 run(s) taken") {
 			t.Fatalf("worker output:\n%s", out.String())
