@@ -83,7 +83,7 @@ type DB struct {
 	enc   *codec // payload encryption state (codec.go)
 	ckpt  *checkpointer
 	locks runLocks
-	pg    *pgState // PostgreSQL only (postgres.go)
+	pg    *pgState    // PostgreSQL only (postgres.go)
 	lite  *liteWriter // SQLite only: the writer's connection (litetx.go), under wmu
 }
 
