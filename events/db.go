@@ -83,7 +83,8 @@ type DB struct {
 	enc   *codec // payload encryption state (codec.go)
 	ckpt  *checkpointer
 	locks runLocks
-	pg    *pgState // PostgreSQL only (postgres.go)
+	pg    *pgState    // PostgreSQL only (postgres.go)
+	lite  *liteWriter // SQLite only: the writer's connection (litetx.go), under wmu
 }
 
 type tip struct {
@@ -214,6 +215,9 @@ func (db *DB) init(ctx context.Context, readOnly bool) error {
 // Close closes the database.
 func (db *DB) Close() error {
 	db.stopCheckpointer()
+	db.wmu.Lock()
+	db.closeLite()
+	db.wmu.Unlock()
 	db.locks.close()
 	db.pg.close(db)
 	db.stmts.close()

@@ -164,13 +164,10 @@ func (db *DB) commitBatch(batch []*member) {
 		}
 		return
 	}
-	tx, err := db.BeginTx(ctx)
-	if err != nil {
+	// The writer's own connection, through the driver (litetx.go).
+	if err := db.withLite(ctx, func(tx *Tx) { db.commitMembers(tx, live, fail, started) }); err != nil {
 		fail(err)
-		return
 	}
-	defer func() { _ = tx.Rollback() }()
-	db.commitMembers(tx, live, fail, started)
 }
 
 // commitMembers appends every live member inside tx, each in a savepoint

@@ -91,7 +91,7 @@ var errPipeRead = errors.New("events: an append's Applier reads with Tx.QueryRow
 
 // ExecContext runs query (rebound) outside the statement cache.
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if t.pipe != nil {
+	if t.pipe != nil || t.lite != nil {
 		return t.Exec(ctx, query, args...)
 	}
 	return t.Tx.ExecContext(ctx, t.Rebind(query), args...)
@@ -99,7 +99,7 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 
 // GetContext is sqlx's GetContext with the query rebound.
 func (t *Tx) GetContext(ctx context.Context, dest any, query string, args ...any) error {
-	if t.pipe != nil {
+	if t.pipe != nil || t.lite != nil {
 		return errPipeRead
 	}
 	return t.Tx.GetContext(ctx, dest, t.Rebind(query), args...)
@@ -107,7 +107,7 @@ func (t *Tx) GetContext(ctx context.Context, dest any, query string, args ...any
 
 // SelectContext is sqlx's SelectContext with the query rebound.
 func (t *Tx) SelectContext(ctx context.Context, dest any, query string, args ...any) error {
-	if t.pipe != nil {
+	if t.pipe != nil || t.lite != nil {
 		return errPipeRead
 	}
 	return t.Tx.SelectContext(ctx, dest, t.Rebind(query), args...)
@@ -115,7 +115,7 @@ func (t *Tx) SelectContext(ctx context.Context, dest any, query string, args ...
 
 // QueryxContext is sqlx's QueryxContext with the query rebound.
 func (t *Tx) QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error) {
-	if t.pipe != nil {
+	if t.pipe != nil || t.lite != nil {
 		return nil, errPipeRead
 	}
 	return t.Tx.QueryxContext(ctx, t.Rebind(query), args...)
@@ -123,7 +123,7 @@ func (t *Tx) QueryxContext(ctx context.Context, query string, args ...any) (*sql
 
 // QueryContext is database/sql's QueryContext with the query rebound.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if t.pipe != nil {
+	if t.pipe != nil || t.lite != nil {
 		return nil, errPipeRead
 	}
 	return t.Tx.QueryContext(ctx, t.Rebind(query), args...)

@@ -3,6 +3,8 @@
 package events
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 
 	"github.com/mattn/go-sqlite3"
@@ -17,3 +19,20 @@ func connExec(*sqlite3.SQLiteConn, string) error { return errNoCgo }
 func isBusy(error) bool { return false }
 
 func sqliteAppendConflict(error) bool { return false }
+
+// liteTx has no connection without cgo: withLite refuses (Open already did).
+type liteTx struct{}
+
+type liteWriter struct{}
+
+func (db *DB) withLite(context.Context, func(*Tx)) error { return errNoCgo }
+
+func (db *DB) closeLite() {}
+
+func (*liteTx) exec(context.Context, string, []any) (sql.Result, error) { return nil, errNoCgo }
+
+func (*liteTx) queryRow(context.Context, string, []any) (Row, error) { return nil, errNoCgo }
+
+func (*liteTx) commit() error { return errNoCgo }
+
+func (*liteTx) rollback() error { return errNoCgo }

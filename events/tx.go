@@ -21,6 +21,9 @@ type Tx struct {
 	// pipe, on a PostgreSQL append, queues the writes (pgpipe.go); nil
 	// otherwise, and then Tx is the embedded sqlx transaction.
 	pipe *pgPipe
+	// lite, on a SQLite append, is the writer's own connection
+	// (litetx.go); nil otherwise.
+	lite *liteTx
 }
 
 // Exec runs query with args through the database's statement cache.
@@ -28,6 +31,9 @@ func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, e
 	if t.pipe != nil {
 		t.pipe.queue(t.db.x.Rebind(query), args, nil)
 		return pipedResult{}, nil
+	}
+	if t.lite != nil {
+		return t.lite.exec(ctx, query, args)
 	}
 	st, err := t.stmt(ctx, query)
 	if err != nil {
@@ -44,6 +50,9 @@ func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) (Row, erro
 			return nil, err
 		}
 		return pgRow{t.pipe.conn.QueryRow(ctx, t.db.x.Rebind(query), args...)}, nil
+	}
+	if t.lite != nil {
+		return t.lite.queryRow(ctx, query, args)
 	}
 	st, err := t.stmt(ctx, query)
 	if err != nil {
@@ -84,6 +93,9 @@ func (t *Tx) Commit() error {
 	if t.pipe != nil {
 		return t.commitPipe()
 	}
+	if t.lite != nil {
+		return t.lite.commit()
+	}
 	return t.Tx.Commit()
 }
 
@@ -91,6 +103,9 @@ func (t *Tx) Commit() error {
 func (t *Tx) Rollback() error {
 	if t.pipe != nil {
 		return t.rollbackPipe()
+	}
+	if t.lite != nil {
+		return t.lite.rollback()
 	}
 	return t.Tx.Rollback()
 }

@@ -3,7 +3,6 @@ package workflow
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/agentctl/agentctl/events"
@@ -282,12 +281,22 @@ func (rn *run) setOutput(id string, out any) {
 	rn.scope.Tasks[id] = out
 }
 
-// scopeSnapshot is the template scope as it is now: tasks read it while
-// others finish.
+// scopeSnapshot is the template scope a task renders with while others
+// finish. A template names only tasks its task needs (spec's check), all
+// finished before it starts and never changed after, so reading the run's
+// outputs under its lock at render time sees what a copy taken at the
+// start would: without a copy of every output per task started (O(n²)
+// over a run).
 func (rn *run) scopeSnapshot() spec.Scope {
+	return spec.Scope{Inputs: rn.scope.Inputs, TaskOutput: rn.taskOutput}
+}
+
+// taskOutput is the recorded output of the finished task id.
+func (rn *run) taskOutput(id string) (any, bool) {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	return spec.Scope{Inputs: rn.scope.Inputs, Tasks: maps.Clone(rn.scope.Tasks)}
+	v, ok := rn.scope.Tasks[id]
+	return v, ok
 }
 
 // nextAttempt is the attempt a task would start next: 1, or one after the

@@ -28,6 +28,19 @@ import (
 type Scope struct {
 	Inputs map[string]any // resolved inputs by name
 	Tasks  map[string]any // task id → output of the finished task
+	// TaskOutput, when set, is asked instead of Tasks: a run whose tasks
+	// finish while others render reads its outputs under its own lock
+	// rather than copying them all for every task it starts.
+	TaskOutput func(id string) (any, bool)
+}
+
+// task is the output of the finished task id.
+func (s Scope) task(id string) (any, bool) {
+	if s.TaskOutput != nil {
+		return s.TaskOutput(id)
+	}
+	v, ok := s.Tasks[id]
+	return v, ok
 }
 
 // Render returns a deep copy of v (maps, slices and strings) with every
@@ -158,7 +171,7 @@ func (r *tref) resolve(s Scope) (any, error) {
 			return nil, fmt.Errorf("template %q: input %q is not set", r.text, r.name)
 		}
 	} else {
-		v, ok = s.Tasks[r.name]
+		v, ok = s.task(r.name)
 		if !ok {
 			return nil, fmt.Errorf("template %q: task %q has no output (it has not finished)", r.text, r.name)
 		}
