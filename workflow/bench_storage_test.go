@@ -13,6 +13,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
@@ -111,7 +112,8 @@ func reKeyed(batches [][]events.Record, suffix string) [][]events.Record {
 // BenchmarkCallStorage is the storage half of BenchmarkCallEfficiency's c
 // with no network: a real 100-call run is recorded once, commit by commit,
 // and each op appends the same commits (same records, same batches, with
-// projections) to a new run (effect ids re-keyed) of one database at synchronous=NORMAL.
+// projections) to a new run (effect ids re-keyed) of one database: SQLite at
+// synchronous=NORMAL, and PostgreSQL.
 // It reports µs of storage per call: the lever for c at NORMAL.
 func BenchmarkCallStorage(b *testing.B) {
 	const calls = 100
@@ -136,24 +138,36 @@ func BenchmarkCallStorage(b *testing.B) {
 		b.Fatalf("run: %v %v", err, res.Err)
 	}
 	src.ObserveCommits(nil)
-	db := openBenchDB(b, events.DurabilityNormal)
-	var cpu time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		run := reKeyed(batches, fmt.Sprintf("-%d", i))
-		c0 := processCPU(b)
-		b.StartTimer()
-		for _, recs := range run {
-			if _, err := db.Append(ctx, fmt.Sprintf("run-storage-%d", i), recs, projector.Apply); err != nil {
-				b.Fatal(err)
+	// SQLite at NORMAL, and PostgreSQL (AGENTCTL_TEST_POSTGRES; skipped
+	// without it outside CI) with synchronous_commit on.
+	for _, be := range []struct {
+		name string
+		open func(b *testing.B) *events.DB
+	}{
+		{string(events.DurabilityNormal), func(b *testing.B) *events.DB { return openBenchDB(b, events.DurabilityNormal) }},
+		{"postgres", func(b *testing.B) *events.DB { return testkit.OpenDB(b, testkit.PostgresDB(b), events.Options{}) }},
+	} {
+		b.Run(be.name, func(b *testing.B) {
+			db := be.open(b)
+			var cpu time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				run := reKeyed(batches, fmt.Sprintf("-%d", i))
+				c0 := processCPU(b)
+				b.StartTimer()
+				for _, recs := range run {
+					if _, err := db.Append(ctx, fmt.Sprintf("run-storage-%d", i), recs, projector.Apply); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				cpu += processCPU(b) - c0
+				b.StartTimer()
 			}
-		}
-		b.StopTimer()
-		cpu += processCPU(b) - c0
-		b.StartTimer()
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*calls), "cpu-µs/call")
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*calls), "µs/call")
+			b.ReportMetric(float64(len(batches))/calls, "commits/call")
+		})
 	}
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*calls), "cpu-µs/call")
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*calls), "µs/call")
-	b.ReportMetric(float64(len(batches))/calls, "commits/call")
 }
