@@ -129,12 +129,18 @@ func namedValues(args []any) ([]driver.NamedValue, error) {
 	return nv, nil
 }
 
-func (lt *liteTx) exec(ctx context.Context, query string, args []any) (sql.Result, error) {
+// bind is query's statement and args converted for it.
+func (lt *liteTx) bind(query string, args []any) (driver.Stmt, []driver.NamedValue, error) {
 	st, err := lt.stmt(query)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	nv, err := namedValues(args)
+	return st, nv, err
+}
+
+func (lt *liteTx) exec(ctx context.Context, query string, args []any) (sql.Result, error) {
+	st, nv, err := lt.bind(query, args)
 	if err != nil {
 		return nil, err
 	}
@@ -144,11 +150,7 @@ func (lt *liteTx) exec(ctx context.Context, query string, args []any) (sql.Resul
 // queryRow runs a single-row query; Scan reports sql.ErrNoRows as
 // database/sql's Row does.
 func (lt *liteTx) queryRow(ctx context.Context, query string, args []any) (Row, error) {
-	st, err := lt.stmt(query)
-	if err != nil {
-		return nil, err
-	}
-	nv, err := namedValues(args)
+	st, nv, err := lt.bind(query, args)
 	if err != nil {
 		return nil, err
 	}

@@ -22,57 +22,34 @@ import (
 // typedPayload decodes a recorded payload into the projector's type for
 // its event, as the run loop hands it to Append (frames stay raw JSON).
 func typedPayload(b *testing.B, typ, payload string) any {
-	var v any
-	switch typ {
-	case projector.TypeRunCreated:
-		v = &projector.RunCreated{}
-	case projector.TypeRunFinished:
-		v = &projector.RunFinished{}
-	case projector.TypeTaskStarted:
-		v = &projector.TaskStarted{}
-	case projector.TypeTaskFinished:
-		v = &projector.TaskFinished{}
-	case projector.TypeSessionOpened:
-		v = &projector.SessionOpened{}
-	case projector.TypeSessionCatalog:
-		v = &projector.SessionCatalog{}
-	case projector.TypeSessionAttached:
-		v = &projector.SessionRef{}
-	case projector.TypeCallPrepared:
-		v = &projector.CallPrepared{}
-	case projector.TypeCallTransition:
-		v = &projector.CallTransition{}
-	case projector.TypeCallResult:
-		v = &projector.CallResult{}
-	default:
+	decoders := map[string]func([]byte) (any, error){
+		projector.TypeRunCreated:      decodeAs[projector.RunCreated],
+		projector.TypeRunFinished:     decodeAs[projector.RunFinished],
+		projector.TypeTaskStarted:     decodeAs[projector.TaskStarted],
+		projector.TypeTaskFinished:    decodeAs[projector.TaskFinished],
+		projector.TypeSessionOpened:   decodeAs[projector.SessionOpened],
+		projector.TypeSessionCatalog:  decodeAs[projector.SessionCatalog],
+		projector.TypeSessionAttached: decodeAs[projector.SessionRef],
+		projector.TypeCallPrepared:    decodeAs[projector.CallPrepared],
+		projector.TypeCallTransition:  decodeAs[projector.CallTransition],
+		projector.TypeCallResult:      decodeAs[projector.CallResult],
+	}
+	decode, ok := decoders[typ]
+	if !ok {
 		return json.RawMessage(payload)
 	}
-	if err := json.Unmarshal([]byte(payload), v); err != nil {
+	v, err := decode([]byte(payload))
+	if err != nil {
 		b.Fatalf("%s: %v", typ, err)
 	}
-	switch p := v.(type) {
-	case *projector.RunCreated:
-		return *p
-	case *projector.RunFinished:
-		return *p
-	case *projector.TaskStarted:
-		return *p
-	case *projector.TaskFinished:
-		return *p
-	case *projector.SessionOpened:
-		return *p
-	case *projector.SessionCatalog:
-		return *p
-	case *projector.SessionRef:
-		return *p
-	case *projector.CallPrepared:
-		return *p
-	case *projector.CallTransition:
-		return *p
-	case *projector.CallResult:
-		return *p
-	}
-	return nil
+	return v
+}
+
+// decodeAs decodes data into a T, returned by value.
+func decodeAs[T any](data []byte) (any, error) {
+	var v T
+	err := json.Unmarshal(data, &v)
+	return v, err
 }
 
 // processCPU is the CPU time (user + system) this process has used: less
