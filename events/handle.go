@@ -86,12 +86,17 @@ func (h *Handle) BeginTxx(ctx context.Context, opts *sql.TxOptions) (*Tx, error)
 // PostgreSQL append (an Applier's tx) ExecContext queues like Exec, and
 // the multi-row reads refuse: an Applier reads with QueryRow.
 
-// errPipeRead refuses a multi-row read inside a pipelined append.
+// errPipeRead refuses a multi-row read inside an append: pipelined on
+// PostgreSQL, on the writer's own connection on SQLite.
 var errPipeRead = errors.New("events: an append's Applier reads with Tx.QueryRow only")
+
+// appending reports an append's transaction (pgpipe.go, litetx.go), which
+// is not the embedded sqlx one.
+func (t *Tx) appending() bool { return t.pipe != nil || t.lite != nil }
 
 // ExecContext runs query (rebound) outside the statement cache.
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if t.pipe != nil || t.lite != nil {
+	if t.appending() {
 		return t.Exec(ctx, query, args...)
 	}
 	return t.Tx.ExecContext(ctx, t.Rebind(query), args...)
@@ -99,7 +104,7 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 
 // GetContext is sqlx's GetContext with the query rebound.
 func (t *Tx) GetContext(ctx context.Context, dest any, query string, args ...any) error {
-	if t.pipe != nil || t.lite != nil {
+	if t.appending() {
 		return errPipeRead
 	}
 	return t.Tx.GetContext(ctx, dest, t.Rebind(query), args...)
@@ -107,7 +112,7 @@ func (t *Tx) GetContext(ctx context.Context, dest any, query string, args ...any
 
 // SelectContext is sqlx's SelectContext with the query rebound.
 func (t *Tx) SelectContext(ctx context.Context, dest any, query string, args ...any) error {
-	if t.pipe != nil || t.lite != nil {
+	if t.appending() {
 		return errPipeRead
 	}
 	return t.Tx.SelectContext(ctx, dest, t.Rebind(query), args...)
@@ -115,7 +120,7 @@ func (t *Tx) SelectContext(ctx context.Context, dest any, query string, args ...
 
 // QueryxContext is sqlx's QueryxContext with the query rebound.
 func (t *Tx) QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error) {
-	if t.pipe != nil || t.lite != nil {
+	if t.appending() {
 		return nil, errPipeRead
 	}
 	return t.Tx.QueryxContext(ctx, t.Rebind(query), args...)
@@ -123,7 +128,7 @@ func (t *Tx) QueryxContext(ctx context.Context, query string, args ...any) (*sql
 
 // QueryContext is database/sql's QueryContext with the query rebound.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if t.pipe != nil || t.lite != nil {
+	if t.appending() {
 		return nil, errPipeRead
 	}
 	return t.Tx.QueryContext(ctx, t.Rebind(query), args...)
