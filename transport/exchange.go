@@ -428,6 +428,7 @@ func (x *exchange) readEvents(resp *http.Response) (*message, error) {
 	defer resp.Body.Close()
 	maxB := int(x.s.c.maxBytes)
 	p := newSSEParser(&limited{r: resp.Body, n: x.s.c.maxBytes}, maxB, maxB)
+	defer p.release()
 	for {
 		ev, err := p.next()
 		if p.retry >= 0 { // a retry field applies when parsed, even in an event with no data that is never dispatched

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -51,8 +52,26 @@ type sseParser struct {
 	retry  time.Duration
 }
 
+// sseBufSize is the parser's read buffer.
+const sseBufSize = 32 << 10
+
+// sseBufs recycles read buffers: a new one per response stream was the
+// largest allocation of a call on the client's side (BENCHMARKS.md,
+// session 8).
+var sseBufs = sync.Pool{New: func() any { b := make([]byte, sseBufSize); return &b }}
+
 func newSSEParser(r io.Reader, maxLine, maxEvent int) *sseParser {
-	return &sseParser{r: r, maxLine: maxLine, maxEvent: maxEvent, buf: make([]byte, 32<<10), retry: -1}
+	return &sseParser{r: r, maxLine: maxLine, maxEvent: maxEvent, buf: *sseBufs.Get().(*[]byte), retry: -1}
+}
+
+// release gives the read buffer back; p must not be used after it.
+func (p *sseParser) release() {
+	if p.buf == nil {
+		return
+	}
+	b := p.buf[:sseBufSize]
+	p.buf, p.start, p.end = nil, 0, 0
+	sseBufs.Put(&b)
 }
 
 // readLine returns the next line without its terminator. The slice is reused.

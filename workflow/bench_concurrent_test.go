@@ -112,21 +112,22 @@ func benchInFlight(b *testing.B, opts demoserver.Options, tool string, args map[
 		b.Run(string(d), func(b *testing.B) {
 			db, fdb := openBenchDB(b, d), openBenchDB(b, d)
 			payload := json.RawMessage(`{"dir":"in","kind":"notification","method":"notifications/progress","body":{"jsonrpc":"2.0"}}`)
-			var bare, ours, floor time.Duration
+			var bare, ours, floor, bareCPU, oursCPU time.Duration
 			s0 := db.CommitStats()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				t0 := time.Now()
+				c0, t0 := processCPU(b), time.Now()
 				inFlight(b, width, depth, func(g int) error {
 					_, err := sessions[g].CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 					return err
 				})
-				t1 := time.Now()
+				c1, t1 := processCPU(b), time.Now()
 				res, err := (&workflow.Runner{DB: db}).Run(ctx, wf, nil, workflow.RunOptions{})
 				if err != nil || res.Err != nil {
 					b.Fatalf("run: %v %v", err, res.Err)
 				}
-				t2 := time.Now()
+				c2, t2 := processCPU(b), time.Now()
+				bareCPU, oursCPU = bareCPU+c1-c0, oursCPU+c2-c1
 				inFlight(b, width, depth*floorCommits, func(w int) error {
 					rec := []events.Record{{Stream: fmt.Sprintf("call/%d", w), Type: "mcp.notification", Payload: payload}}
 					_, err := fdb.Append(ctx, "run-floor", rec, nil)
@@ -140,6 +141,8 @@ func benchInFlight(b *testing.B, opts demoserver.Options, tool string, args map[
 			b.ReportMetric(float64(bare)/n/1e6, "bare-ms/round")
 			b.ReportMetric(float64(ours)/n/1e6, "agentctl-ms/round")
 			b.ReportMetric(float64(bare)/float64(ours), "ratio")
+			b.ReportMetric(float64(bareCPU)/n/1e6, "bare-cpu-ms/round")
+			b.ReportMetric(float64(oursCPU)/n/1e6, "agentctl-cpu-ms/round")
 			b.ReportMetric(float64(st.Commits-s0.Commits)/calls, "commits/call")
 			b.ReportMetric(float64(st.Appends-s0.Appends)/calls, "appends/call")
 			b.ReportMetric(float64(floor)/n/1e6, "floor-ms/round")
