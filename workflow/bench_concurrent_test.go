@@ -50,18 +50,6 @@ spec:
 	return b.String()
 }
 
-// benchInFlight is BenchmarkConcurrentCalls and BenchmarkSlowTools: each
-// round makes width×depth calls of tool twice, interleaved so that both
-// see the same machine: width goroutines of bare go-sdk clients (one
-// session each, depth calls in sequence), then one agentctl run of width
-// independent chains of depth tasks with spec.concurrency = width. It
-// reports both per round and ratio = bare time / agentctl time, the run's
-// commits and appends per call (events.DB.CommitStats), and a third term
-// of the same round, the commit floor: width goroutines each making
-// depth×floorCommits one-event appends in sequence (no projection) on a
-// database of the same durability, i.e. the least storage time a lane
-// waits for when each call needs floorCommits commits on its critical
-// path; bound = bare / (bare + floor) is the ratio that floor alone allows.
 // inFlight runs width goroutines at once, goroutine g calling call(g) n
 // times in sequence, and fails b with the first error.
 func inFlight(b *testing.B, width, n int, call func(g int) error) {
@@ -86,6 +74,20 @@ func inFlight(b *testing.B, width, n int, call func(g int) error) {
 	}
 }
 
+// benchInFlight is BenchmarkConcurrentCalls and BenchmarkSlowTools: each
+// round makes width×depth calls of tool twice, interleaved so that both
+// see the same machine: width goroutines of bare go-sdk clients (one
+// session each, depth calls in sequence), then one agentctl run of width
+// independent chains of depth tasks with spec.concurrency = width. It
+// reports both per round and ratio = bare time / agentctl time, each
+// half's process CPU per round (user + system: on two cores the bare half
+// alone is nearly CPU-bound, BENCHMARKS.md session 8), the run's
+// commits and appends per call (events.DB.CommitStats), and a third term
+// of the same round, the commit floor: width goroutines each making
+// depth×floorCommits one-event appends in sequence (no projection) on a
+// database of the same durability, i.e. the least storage time a lane
+// waits for when each call needs floorCommits commits on its critical
+// path; bound = bare / (bare + floor) is the ratio that floor alone allows.
 func benchInFlight(b *testing.B, opts demoserver.Options, tool string, args map[string]any, floorCommits int) {
 	const width, depth = 8, 8
 	_, url := demotest.StartTest(b, opts)
