@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 10000x
 
-.PHONY: test demo lint cross fuzz-smoke bench build interop
+.PHONY: test demo lint cross fuzz-smoke bench build interop conformance
 
 # The whole test suite: every package, race detector on, real peers on 127.0.0.1
 # (go-sdk server in-process, reference TypeScript server from interop/).
@@ -52,3 +52,10 @@ bench:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load:$$(cut -d' ' -f1-3 /proc/loadavg)"
 	$(GO) test -run='^$$' -bench=. -benchmem -count=5 -timeout=30m ./... | tee bench.txt
 	$(BENCHSTAT) bench.txt
+
+# The official MCP conformance suite's client scenarios, both requirement sets
+# (2025-11-25 and 2026-07-28), against agentctl's real CLI through the driver in
+# interop/conformance/client; each set is held to its baseline of known failures
+# (interop/conformance/baseline-*.yml). About two minutes. docs/INTEROP.md has the table.
+conformance:
+	GO=$(GO) bash interop/conformance/run.sh
