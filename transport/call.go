@@ -15,6 +15,9 @@ type CallRequest struct {
 	Arguments     json.RawMessage // object
 	Meta          map[string]any  // merged into params._meta (e.g. "agentctl.dev/idempotency-key")
 	ProgressToken string          // "" = the client generates one; always sent as params._meta.progressToken
+	// Elicitation answers the server's elicitation/create requests during
+	// the call (when Config.Elicitation declared the capability); nil declines.
+	Elicitation *ElicitationPolicy
 }
 
 // CallResult is a tools/call result. A result with isError true is returned
@@ -86,7 +89,7 @@ func (s *Session) CallTool(ctx context.Context, req CallRequest, sink Sink) (*Ca
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.roundTrip(ctx, "tools/call", params, sink, id)
+	m, err := s.roundTrip(withElicitation(ctx, req.Elicitation), "tools/call", params, sink, id)
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,10 @@ type Config struct {
 	// MaxPollInterval caps the wait between two tasks/get of PollTask,
 	// whatever pollInterval the server suggests; 0 = 30s.
 	MaxPollInterval time.Duration
+	// Elicitation declares the elicitation capability (form mode) at
+	// initialize, so the server may send elicitation/create; each call
+	// answers by its CallRequest.Elicitation (nil: decline).
+	Elicitation bool
 }
 
 // Frame is one protocol step handed to the Sink, already redacted of secret values.
@@ -139,6 +143,15 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// capabilities are the client capabilities declared at initialize.
+func (c *Client) capabilities() map[string]any {
+	caps := map[string]any{}
+	if c.cfg.Elicitation {
+		caps["elicitation"] = map[string]any{"form": map[string]any{}}
+	}
+	return caps
+}
+
 // clientVersion is the version part of the User-Agent ("dev" by default).
 func (c *Client) clientVersion() string {
 	if _, v, ok := strings.Cut(c.userAgent, "/"); ok && v != "" {
@@ -173,7 +186,7 @@ func (c *Client) Connect(ctx context.Context, sink Sink) (*Session, error) {
 	s := &Session{c: c}
 	params := map[string]any{
 		"protocolVersion": ProtocolVersion,
-		"capabilities":    map[string]any{},
+		"capabilities":    c.capabilities(),
 		"clientInfo":      map[string]any{"name": "agentctl", "version": c.clientVersion()},
 	}
 	m, err := s.roundTrip(ctx, "initialize", params, sink, s.newID())

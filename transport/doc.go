@@ -54,9 +54,12 @@
 // failure to resume, or a third break, is [KindTransportLoss].
 // A server request (method and id) on our stream is recorded as a
 // "server_request" frame and answered, since JSON-RPC requires it: agentctl
-// declares no client capabilities, so the answer is the error {code -32601,
+// declares no roots or sampling, so the answer is the error {code -32601,
 // message "method not found: agentctl declares no client capabilities"},
-// except ping, which gets an empty result. The answer is an "out" "response"
+// except ping, which gets an empty result, and elicitation/create when
+// [Config.Elicitation] declared that capability: the call's
+// [ElicitationPolicy] answers (decline, the schema's defaults, or the
+// author's values; a decline unless every required field fits). The answer is an "out" "response"
 // frame (Method: the request's method) handed to the sink before it is
 // POSTed with the session headers; the POST is best-effort (bounded to 2s,
 // its outcome ignored, the stream not read meanwhile) and never fails the

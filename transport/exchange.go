@@ -44,6 +44,8 @@ type exchange struct {
 	idle   *time.Timer
 	sent   atomic.Bool
 	status int
+	// elicited counts the elicitation/create requests answered (bounded by maxElicitations).
+	elicited int
 
 	lastEventID string
 	retry       time.Duration

@@ -11,10 +11,11 @@ import (
 )
 
 // Server requests (a message with method and id on one of our streams) are
-// answered, as JSON-RPC requires. agentctl declares no client capabilities
-// (no roots, sampling or elicitation), so every request but ping gets the
-// error below; ping, a basic utility every party must answer, gets an empty
-// result.
+// answered, as JSON-RPC requires. agentctl declares no roots or sampling,
+// and elicitation only when Config.Elicitation says so; ping, a basic
+// utility every party must answer, gets an empty result, elicitation/create
+// (when declared) the answer of the call's ElicitationPolicy, and every
+// other request the error below.
 const (
 	codeMethodNotFound   = -32601
 	msgNoCapabilities    = "method not found: agentctl declares no client capabilities"
@@ -36,9 +37,17 @@ type wireResponse struct {
 // paused, MaxDuration still holds).
 func (x *exchange) answer(m *message) error {
 	reply := wireResponse{JSONRPC: "2.0", ID: m.ID}
-	if m.Method == "ping" {
+	switch {
+	case m.Method == "ping":
 		reply.Result = json.RawMessage(`{}`)
-	} else {
+	case m.Method == methodElicitationCreate && x.s.c.cfg.Elicitation:
+		x.elicited++
+		if x.elicited > maxElicitations {
+			reply.Result = json.RawMessage(`{"action":"decline"}`)
+		} else {
+			reply.Result = elicitationOf(x.ctx).elicitResult(m.Params)
+		}
+	default:
 		reply.Error = &rpcError{Code: codeMethodNotFound, Message: msgNoCapabilities}
 	}
 	body, err := canonjson.Marshal(reply)

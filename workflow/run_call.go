@@ -107,7 +107,8 @@ func (c *call) dispatch(ctx context.Context) (any, error) {
 // request is the tools/call as sent, identical on every send: keyed calls
 // carry their effect identity as the idempotency key, others carry none.
 func (c *call) request() transport.CallRequest {
-	req := transport.CallRequest{Tool: c.tool.Name, Arguments: c.args, ProgressToken: c.effectID[:16]}
+	req := transport.CallRequest{Tool: c.tool.Name, Arguments: c.args, ProgressToken: c.effectID[:16],
+		Elicitation: c.rn.wf.Action(c.task).Elicitation.Policy()}
 	if c.m.Idempotency == fsm.Keyed {
 		req.Meta = map[string]any{IdempotencyKeyMeta: c.effectID}
 	}

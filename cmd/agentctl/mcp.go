@@ -193,12 +193,13 @@ func (a *app) mcpToolsCmd() *cobra.Command {
 
 func (a *app) mcpCallCmd() *cobra.Command {
 	var f adhoc
-	var argsFlag, idem string
+	var argsFlag, idem, elicitMode, elicitValues string
 	cmd := &cobra.Command{
 		Use:   "call URL TOOL",
 		Short: "Call one tool, recorded as a one-task run (inspect, replay and audit work on it)",
 		Example: `  agentctl mcp call http://127.0.0.1:8765/mcp search --args '{"q":"mcp"}' --idempotency pure --allow-private
-  agentctl mcp call https://mcp.example.com/mcp create --args @args.json --idempotency keyed --header authorization=env:MCP_TOKEN`,
+  agentctl mcp call https://mcp.example.com/mcp create --args @args.json --idempotency keyed --header authorization=env:MCP_TOKEN
+  agentctl mcp call http://127.0.0.1:8765/mcp signup --elicitation values --elicitation-values '{"name":"Ada"}' --allow-private`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw := []byte(argsFlag)
@@ -218,9 +219,18 @@ func (a *app) mcpCallCmd() *cobra.Command {
 				}
 				return usageErr("--args: want a JSON object: %w", err)
 			}
+			elicit, err := elicitationFlags(elicitMode, elicitValues)
+			if err != nil {
+				return err
+			}
 			wf, err := f.workflowFor(a.stderr, args[0], args[1], idem, obj)
 			if err != nil {
 				return err
+			}
+			if elicit != nil {
+				act := wf.Spec.Actions["call"]
+				act.Elicitation = elicit
+				wf.Spec.Actions["call"] = act
 			}
 			return a.execRun(cmd.Context(), wf, map[string]any{}, workflow.RunOptions{Mode: "adhoc", Command: "mcp call"})
 		},
@@ -228,7 +238,45 @@ func (a *app) mcpCallCmd() *cobra.Command {
 	f.register(cmd)
 	cmd.Flags().StringVar(&argsFlag, "args", "{}", "tool arguments as a JSON object, or @FILE")
 	cmd.Flags().StringVar(&idem, "idempotency", "unknown", "pure, idempotent, keyed, at_most_once or unknown")
+	cmd.Flags().StringVar(&elicitMode, "elicitation", "", "answer the server's elicitation requests: decline, defaults (the requested schema's defaults) or values (--elicitation-values over the defaults); unset declares no elicitation capability")
+	cmd.Flags().StringVar(&elicitValues, "elicitation-values", "", "answers by field name as a JSON object, for --elicitation values")
 	return cmd
+}
+
+// elicitationFlags turns --elicitation and --elicitation-values into an
+// action's elicitation answers (nil when neither is given).
+func elicitationFlags(mode, values string) (*spec.ElicitationSpec, error) {
+	if mode == "" && values == "" {
+		return nil, nil
+	}
+	switch mode {
+	case "decline", "defaults", "values":
+	case "":
+		return nil, usageErr("--elicitation-values needs --elicitation values")
+	default:
+		return nil, usageErr("--elicitation %q: want decline, defaults or values", mode)
+	}
+	e := &spec.ElicitationSpec{Mode: mode}
+	if values == "" {
+		return e, nil
+	}
+	if mode != "values" {
+		return nil, usageErr("--elicitation-values needs --elicitation values (not %s)", mode)
+	}
+	if err := json.Unmarshal([]byte(values), &e.Values); err != nil || e.Values == nil {
+		if err == nil {
+			err = fmt.Errorf("not a JSON object")
+		}
+		return nil, usageErr("--elicitation-values: want a JSON object: %w", err)
+	}
+	for k, v := range e.Values {
+		switch v.(type) {
+		case string, float64, bool:
+		default:
+			return nil, usageErr("--elicitation-values: %q: an answer is a string, number or boolean", k)
+		}
+	}
+	return e, nil
 }
 
 func truncate(s string, n int) string {

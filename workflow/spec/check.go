@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/agentctl/agentctl/transport"
 )
 
 // checker runs the semantic checks on a decoded workflow. Each problem is
@@ -186,6 +188,29 @@ func (c *checker) actions() {
 		}
 		if c.has(p+".taskTtlSeconds") && a.TaskTTLSeconds < 1 {
 			c.errf(p+".taskTtlSeconds", "taskTtlSeconds must be at least 1, got %d", a.TaskTTLSeconds)
+		}
+		if a.Elicitation != nil {
+			c.elicitation(p+".elicitation", *a.Elicitation)
+		}
+	}
+}
+
+var elicitModes = []string{transport.ElicitDecline, transport.ElicitDefaults, transport.ElicitValues}
+
+// elicitation checks an action's elicitation answers.
+func (c *checker) elicitation(p string, e ElicitationSpec) {
+	if !contains(elicitModes, e.Mode) {
+		c.errf(p+".mode", "unknown elicitation mode %q; want one of %s", e.Mode, strings.Join(elicitModes, ", "))
+		return
+	}
+	if len(e.Values) > 0 && e.Mode != transport.ElicitValues {
+		c.errf(p+".values", "values are used only with mode: values (mode is %s)", e.Mode)
+	}
+	for _, k := range sortedNames(e.Values) {
+		switch e.Values[k].(type) {
+		case string, bool, int, int64, uint64, float64:
+		default:
+			c.errf(joinPath(p+".values", k), "an elicitation answer is a string, number or boolean")
 		}
 	}
 }

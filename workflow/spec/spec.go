@@ -1,5 +1,11 @@
 package spec
 
+import (
+	"encoding/json"
+
+	"github.com/agentctl/agentctl/transport"
+)
+
 // The types in this file are the workflow file format (docs/WORKFLOWS.md). The yaml
 // tags name the keys accepted by the decoder; the json and jsonschema tags
 // drive JSONSchema. Keep the three in step: a key added here is accepted by
@@ -142,6 +148,31 @@ type ActionSpec struct {
 	// optional); a tool that requires one gets one regardless.
 	Task           bool `yaml:"task" json:"task,omitempty" jsonschema_description:"Call the tool as an MCP task when it allows one (execution.taskSupport optional); a tool that requires a task always gets one."`
 	TaskTTLSeconds int  `yaml:"taskTtlSeconds" json:"taskTtlSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"How long the server should keep the task (params.task.ttl); default 3600."`
+	// Elicitation answers the server's requests for user input during the
+	// call; absent, agentctl declares no elicitation capability for it.
+	Elicitation *ElicitationSpec `yaml:"elicitation" json:"elicitation,omitempty" jsonschema_description:"How to answer the server's elicitation requests (user input) during the call; absent means the capability is not declared."`
+}
+
+// ElicitationSpec says how an action answers elicitation/create: nobody is
+// there to ask, so the author decides ahead.
+type ElicitationSpec struct {
+	Mode   string         `yaml:"mode" json:"mode" jsonschema:"required,enum=decline,enum=defaults,enum=values" jsonschema_description:"decline; defaults (accept with the requested schema's defaults); or values (accept with the values below over the defaults). A request whose required fields cannot all be filled is declined."`
+	Values map[string]any `yaml:"values" json:"values,omitempty" jsonschema_description:"Answers by field name, for mode values (string, number, integer or boolean)."`
+}
+
+// Policy is the transport's form of the spec; nil for a nil spec.
+func (e *ElicitationSpec) Policy() *transport.ElicitationPolicy {
+	if e == nil {
+		return nil
+	}
+	p := &transport.ElicitationPolicy{Mode: e.Mode}
+	if len(e.Values) > 0 {
+		// As JSON reads them (numbers float64), whatever YAML decoded.
+		if b, err := json.Marshal(e.Values); err == nil {
+			_ = json.Unmarshal(b, &p.Values)
+		}
+	}
+	return p
 }
 
 // DefaultTaskTTLSeconds is the task ttl asked for when taskTtlSeconds is absent.

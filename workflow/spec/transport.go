@@ -35,6 +35,18 @@ func (w *Workflow) TransportConfig(name string) transport.Config {
 		Policy:      w.transportPolicy(),
 		Timeout:     time.Duration(srv.TimeoutSeconds) * time.Second,
 		MaxDuration: time.Duration(srv.MaxSeconds) * time.Second,
+		Elicitation: w.elicits(name),
 	}
 	return cfg
+}
+
+// elicits reports whether a task calling server uses an action that answers
+// elicitation requests: only then is the capability declared to it.
+func (w *Workflow) elicits(server string) bool {
+	for _, t := range w.Spec.Tasks {
+		if t.With.Server == server && w.Action(t).Elicitation != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -80,7 +80,7 @@ var scenarios = map[string]func(agentctl, string) error{
 		return a.call(u, "test_reconnection", `{}`)
 	},
 	"elicitation-sep1034-client-defaults": func(a agentctl, u string) error {
-		return a.call(u, "test_client_elicitation_defaults", `{}`)
+		return a.call(u, "test_client_elicitation_defaults", `{}`, "--elicitation", "defaults")
 	},
 	"json-schema-2020-12-preservation": func(a agentctl, u string) error {
 		// List the tools, then hand the focal tool's inputSchema, as
@@ -103,8 +103,8 @@ func listTools(a agentctl, u string) error {
 	return err
 }
 
-func (a agentctl) call(u, tool, args string) error {
-	_, err := a.exec("mcp", "call", u, tool, "--args", args, "--allow-private", "--idempotency", "idempotent")
+func (a agentctl) call(u, tool, args string, flags ...string) error {
+	_, err := a.exec(append([]string{"mcp", "call", u, tool, "--args", args, "--allow-private", "--idempotency", "idempotent"}, flags...)...)
 	return err
 }
 
