@@ -152,6 +152,10 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member, flush bool) (
 			if payload, err = db.enc.seal(runID, payload); err != nil {
 				return nil, &Error{Op: fmt.Sprintf("append %s: encrypt payload", r.Type), Path: db.path, Err: err}
 			}
+		} else if m := sealedMember(r.Type); db.enc.enabled && m != "" {
+			if payload, err = db.enc.sealMember(runID, r.Type, m, payload); err != nil {
+				return nil, &Error{Op: fmt.Sprintf("append %s: encrypt %s", r.Type, m), Path: db.path, Err: err}
+			}
 		}
 		e := Event{RunID: runID, Seq: t.seq + 1, Stream: r.Stream, Type: r.Type, Payload: payload, CreatedAt: now, PrevHash: t.hash, codec: db.enc, value: typedValue(r.Payload)}
 		e.Hash = ChainHash(ChainLatest, e)

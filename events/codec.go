@@ -25,7 +25,9 @@ import (
 //
 //	{"v":1,"alg":"AES-256-GCM","keyId":"dek-…","nonce":"…","ciphertext":"…"}
 //
-// sealed with AAD "events.payload". The envelope's keyId names a random data
+// sealed with AAD "events.payload"; run.created stays clear but for the
+// value of its "inputs" member, sealed on its own (codec_member.go). The
+// envelope's keyId names a random data
 // key (DEK) that never changes, so rows written once stay readable forever
 // and are never touched again (events is append-only). The DEK is kept in
 // the settings table only wrapped (AES-256-GCM) by the operator's key (the
@@ -127,7 +129,8 @@ type codec struct {
 // error) and "run.finished" (the workflow outputs and error). run.created,
 // task.started, run.resumed and replay.frames stay clear: they hold the
 // workflow as written, names and references, and `audit verify` reads the
-// workflow digest from run.created without a key.
+// workflow digest from run.created without a key; run.created's inputs
+// alone are sealed (sealedMember).
 func protectedType(typ string) bool {
 	return strings.HasPrefix(typ, "mcp.") || strings.HasPrefix(typ, "call.") || strings.HasPrefix(typ, "session.") || resultType(typ)
 }
@@ -157,6 +160,11 @@ func wrapAAD(dekID, kekID string) []byte {
 
 // seal returns the envelope of payload for an event of runID.
 func (c *codec) seal(runID, payload string) (string, error) {
+	return c.sealAAD(runID, payload, []byte(payloadAAD))
+}
+
+// sealAAD is seal with the additional data aad.
+func (c *codec) sealAAD(runID, payload string, aad []byte) (string, error) {
 	if c.legacy[runID] {
 		return "", fmt.Errorf("%w: run %s was recorded before encryption was enabled", ErrMixedPayload, runID)
 	}
@@ -167,7 +175,7 @@ func (c *codec) seal(runID, payload string) (string, error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err
 	}
-	ct := c.aead.Seal(nil, nonce, []byte(payload), []byte(payloadAAD))
+	ct := c.aead.Seal(nil, nonce, []byte(payload), aad)
 	b, err := json.Marshal(envelope{V: 1, Alg: EnvelopeAlg, KeyID: c.dek.DEKID, Nonce: base64.StdEncoding.EncodeToString(nonce), Ciphertext: base64.StdEncoding.EncodeToString(ct)})
 	return string(b), err
 }
@@ -177,6 +185,9 @@ func (c *codec) open(e Event) (string, error) {
 	isEnv := strings.HasPrefix(e.Payload, envelopePrefix)
 	switch {
 	case !isEnv && c.clearByDesign(e):
+		if m := sealedMember(e.Type); m != "" {
+			return c.openMember(e, m)
+		}
 		return e.Payload, nil
 	case !isEnv:
 		return "", fmt.Errorf("%w: plaintext %s payload in run %s of an encrypted database", ErrMixedPayload, e.Type, e.RunID)
@@ -189,8 +200,13 @@ func (c *codec) open(e Event) (string, error) {
 	case c.aead == nil:
 		return "", c.keyErr
 	}
+	return c.decrypt(e.Payload, []byte(payloadAAD))
+}
+
+// decrypt opens the envelope text payload, sealed with the additional data aad.
+func (c *codec) decrypt(payload string, aad []byte) (string, error) {
 	var env envelope
-	if err := json.Unmarshal([]byte(e.Payload), &env); err != nil {
+	if err := json.Unmarshal([]byte(payload), &env); err != nil {
 		return "", fmt.Errorf("envelope: %w", err)
 	}
 	if env.KeyID != c.dek.DEKID {
@@ -201,9 +217,9 @@ func (c *codec) open(e Event) (string, error) {
 	if err1 != nil || err2 != nil || len(nonce) != c.aead.NonceSize() {
 		return "", errors.New("envelope: bad nonce or ciphertext encoding")
 	}
-	pt, err := c.aead.Open(nil, nonce, ct, []byte(payloadAAD))
+	pt, err := c.aead.Open(nil, nonce, ct, aad)
 	if err != nil {
-		return "", errors.New("envelope does not authenticate (tampered, or not sealed for events.payload)")
+		return "", fmt.Errorf("envelope does not authenticate (tampered, or not sealed for %s)", aad)
 	}
 	return string(pt), nil
 }

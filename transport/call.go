@@ -55,17 +55,25 @@ func (c *OutputCheck) Err() error {
 	return &Error{Op: "validate output", Kind: c.Kind, Message: c.Message}
 }
 
-// CheckReceived validates, when redaction changed res's structuredContent,
-// the value as received against t's outputSchema and records the verdict in
-// res.Received (its message redacted: a schema error may quote the value).
-// It does nothing when redaction changed nothing, for an isError result, or
-// when res.Received is already set. A validation ctx stops is recorded as
-// its verdict (KindCancelled or KindTimeout): the check did not pass.
+// CheckReceived validates, when redaction changed res's structuredContent
+// or t's outputSchema, the value as received against the schema as
+// received and records the verdict in res.Received (its message redacted:
+// a schema error may quote the value or the schema). It does nothing when
+// redaction changed neither, for an isError result, or when res.Received is
+// already set. A validation ctx stops is recorded as its verdict
+// (KindCancelled or KindTimeout): the check did not pass.
 func CheckReceived(ctx context.Context, t Tool, res *CallResult) {
-	if res == nil || res.Received != nil || res.received == nil || res.IsError {
+	if res == nil || res.Received != nil || res.IsError {
 		return
 	}
-	err := ValidateOutputContext(ctx, t, res.received)
+	doc := res.received
+	if doc == nil {
+		if !t.OutputSchemaRedacted() {
+			return
+		}
+		doc = res.StructuredContent // redaction did not change it
+	}
+	err := ValidateOutputContext(ctx, t, doc)
 	if err == nil {
 		res.Received = &OutputCheck{}
 		return

@@ -166,9 +166,9 @@ func (c *Client) clientVersion() string {
 // across concurrent calls).
 type Session struct {
 	ProtocolVersion string
-	ServerInfo      json.RawMessage // as received
-	Capabilities    json.RawMessage
-	Instructions    string
+	ServerInfo      json.RawMessage // as received, redacted of the secret values sent
+	Capabilities    json.RawMessage // as received, redacted
+	Instructions    string          // as received, redacted
 
 	c         *Client
 	sessionID string
@@ -207,7 +207,9 @@ func (c *Client) Connect(ctx context.Context, sink Sink) (*Session, error) {
 		return nil, &Error{Op: "initialize", Kind: KindVersionMismatch, Sent: true,
 			Message: fmt.Sprintf("server answered protocol version %q, agentctl requires %q", c.red.string(res.ProtocolVersion), ProtocolVersion)}
 	}
-	s.ProtocolVersion, s.Capabilities, s.ServerInfo, s.Instructions = res.ProtocolVersion, res.Capabilities, res.ServerInfo, res.Instructions
+	// A server may echo the credential it received anywhere: what is kept
+	// of its answer is redacted like its frames.
+	s.ProtocolVersion, s.Capabilities, s.ServerInfo, s.Instructions = res.ProtocolVersion, c.red.json(res.Capabilities), c.red.json(res.ServerInfo), c.red.string(res.Instructions)
 	if _, err := s.roundTrip(ctx, "notifications/initialized", nil, sink, nil); err != nil {
 		_ = s.Close(ctx)
 		return nil, err

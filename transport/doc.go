@@ -22,8 +22,11 @@
 // operation with [KindTransportLoss]. Frames are redacted: every resolved
 // secret value is replaced by [Redacted] inside JSON string values, matched
 // on the decoded text (any JSON escape spelling), never in member names,
-// numbers or literals; the same holds for error messages and [CallResult]
-// (whose IsError is read from the response as received). Text is scrubbed
+// numbers or literals; the same holds for error messages, [CallResult]
+// (whose IsError is read from the response as received), what a [Session]
+// keeps of initialize and every [Tool] of a [Catalog] (whose digest,
+// validation and task support read the tool as received; a tool whose name
+// carries a secret is not listed). Text is scrubbed
 // before it is cut to a bound, and a secret prefix of [MinSecretBytes] or
 // more left at a cut is scrubbed too. A secret value shorter than
 // [MinSecretBytes] is refused when resolved ([ErrSecretTooShort]), before

@@ -110,7 +110,7 @@ func (t Tool) TaskSupport() TaskSupport {
 	var e struct {
 		TaskSupport TaskSupport `json:"taskSupport"`
 	}
-	if !present(t.Execution) || strictUnmarshal(t.Execution, &e) != nil {
+	if ex := t.execution(); !present(ex) || strictUnmarshal(ex, &e) != nil {
 		return TaskSupportForbidden
 	}
 	switch e.TaskSupport {

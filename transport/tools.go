@@ -18,19 +18,25 @@ const (
 	MaxTools     = 10000
 )
 
-// Tool is one tool definition as listed by the server; remote text is data.
+// Tool is one tool definition as listed by the server; remote text is
+// data. Every member but Name is redacted of the secret values the client
+// sent (a listed Name never carries one: such a tool is not listed); the
+// digest, validation and task support decide on the members as received,
+// which a tool listed by ListTools keeps beside (tools_redact.go).
 type Tool struct {
 	Name, Title, Description                          string
-	InputSchema, OutputSchema, Annotations, Execution json.RawMessage // raw, as sent (nil when absent)
+	InputSchema, OutputSchema, Annotations, Execution json.RawMessage // as sent, redacted (nil when absent)
 	// digest is Digest computed once when tools/list built the tool: every
 	// call records it, and canonicalising schemas is not free.
 	digest string
+	sent   *toolSent // the members redaction changed, as received; nil when none
+	red    *redactor // the listing client's, for validation messages
 }
 
 // Digest returns "sha256:" + hex of the canonical JSON (sorted keys, no HTML
-// escaping, numbers as sent) of {name, inputSchema, outputSchema, execution},
-// absent members omitted. Wire key order, title, description and
-// annotations never change it.
+// escaping, numbers as sent) of {name, inputSchema, outputSchema, execution}
+// as the server sent them (before redaction), absent members omitted. Wire
+// key order, title, description and annotations never change it.
 func (t Tool) Digest() string {
 	if t.digest != "" {
 		return t.digest
@@ -61,16 +67,16 @@ func (t Tool) computeDigest() string {
 		}
 		return c
 	}
-	if present(t.Execution) {
-		add("execution", canon(t.Execution))
+	if ex := t.execution(); present(ex) {
+		add("execution", canon(ex))
 	}
-	if present(t.InputSchema) {
-		add("inputSchema", canon(t.InputSchema))
+	if in := t.inputSchema(); present(in) {
+		add("inputSchema", canon(in))
 	}
 	name, _ := canonjson.Marshal(t.Name)
 	add("name", name)
-	if present(t.OutputSchema) {
-		add("outputSchema", canon(t.OutputSchema))
+	if out := t.outputSchema(); present(out) {
+		add("outputSchema", canon(out))
 	}
 	b.WriteString("}")
 	sum := sha256.Sum256([]byte(b.String()))
@@ -121,7 +127,9 @@ type wireTool struct {
 
 // ListTools fetches the whole tool list, following nextCursor (opaque) to
 // the end, at most MaxToolPages pages and MaxTools tools. A tool without an
-// inputSchema, or a duplicate name, is skipped with a warning.
+// inputSchema, a duplicate name, or a name carrying a secret value the
+// client sent, is skipped with a warning. Every other remote string of a
+// tool is redacted (Tool).
 func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
 	s.toolsChanged.Store(false) // a change announced from here on makes the next call list again
 	cat := &Catalog{}
@@ -162,11 +170,15 @@ func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
 				continue
 			}
 			seen[wt.Name] = true
+			if w := secretNameWarning(wt.Name, s.c.red); w != "" {
+				cat.Warnings = append(cat.Warnings, w)
+				continue
+			}
 			t := Tool{Name: wt.Name, Title: wt.Title, Description: wt.Description,
 				InputSchema: wt.InputSchema, OutputSchema: nonNull(wt.OutputSchema),
 				Annotations: nonNull(wt.Annotations), Execution: nonNull(wt.Execution)}
-			t.digest = t.computeDigest()
-			cat.Tools = append(cat.Tools, t)
+			t.digest = t.computeDigest() // on the tool as received
+			cat.Tools = append(cat.Tools, redactTool(t, s.c.red))
 			if len(cat.Tools) > MaxTools {
 				return nil, &Error{Op: "tools/list", Kind: KindMalformed, Sent: true,
 					Message: fmt.Sprintf("more than %d tools", MaxTools)}

@@ -18,7 +18,7 @@ func ValidateArguments(t Tool, args json.RawMessage) error {
 	if !present(args) {
 		args = []byte("{}")
 	}
-	return validate(t, t.InputSchema, args, "input", KindInvalidArguments)
+	return t.scrub(validate(t, t.inputSchema(), args, "input", KindInvalidArguments))
 }
 
 // ValidateOutput checks structured (structuredContent) against t's
@@ -26,14 +26,14 @@ func ValidateArguments(t Tool, args json.RawMessage) error {
 // so). A tool without an outputSchema accepts anything. A tool with one
 // requires structured content. Violations are KindInvalidOutput.
 func ValidateOutput(t Tool, structured json.RawMessage) error {
-	if !present(t.OutputSchema) {
+	if !present(t.outputSchema()) {
 		return nil
 	}
 	if !present(structured) {
 		return &Error{Op: "validate output", Kind: KindInvalidOutput,
 			Message: fmt.Sprintf("tool %q declares an outputSchema but the result has no structuredContent", t.Name)}
 	}
-	return validate(t, t.OutputSchema, structured, "output", KindInvalidOutput)
+	return t.scrub(validate(t, t.outputSchema(), structured, "output", KindInvalidOutput))
 }
 
 // noLoader refuses every external $ref: remote schemas are data, and a

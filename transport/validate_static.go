@@ -22,18 +22,19 @@ type Violation struct {
 // known before a run (agentctl check --remote): violations at or under a
 // location in skip (JSON Pointers of values known only at run time) are
 // dropped. err is a schema that does not compile or is over budget
-// (KindSchemaTooComplex), as ValidateArguments would report it.
+// (KindSchemaTooComplex), as ValidateArguments would report it. Messages
+// are redacted like ValidateArguments'.
 func ArgumentViolations(t Tool, args json.RawMessage, skip []string) ([]Violation, error) {
 	if !present(args) {
 		args = []byte("{}")
 	}
 	op := "validate input"
-	if !present(t.InputSchema) {
+	if !present(t.inputSchema()) {
 		return nil, &Error{Op: op, Kind: KindInvalidArguments, Message: fmt.Sprintf("tool %q: no inputSchema", t.Name)}
 	}
-	cs, inst, err := prepare(t.Name, "input", op, KindInvalidArguments, t.InputSchema, args)
+	cs, inst, err := prepare(t.Name, "input", op, KindInvalidArguments, t.inputSchema(), args)
 	if err != nil {
-		return nil, err
+		return nil, t.scrub(err)
 	}
 	err = cs.sch.Validate(inst)
 	if err == nil {
@@ -41,7 +42,7 @@ func ArgumentViolations(t Tool, args json.RawMessage, skip []string) ([]Violatio
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return nil, &Error{Op: op, Kind: KindInvalidArguments, Message: fmt.Sprintf("tool %q: %v", t.Name, err)}
+		return nil, t.scrub(&Error{Op: op, Kind: KindInvalidArguments, Message: fmt.Sprintf("tool %q: %v", t.Name, err)})
 	}
 	var out []Violation
 	seen := map[Violation]bool{}
@@ -56,7 +57,7 @@ func ArgumentViolations(t Tool, args json.RawMessage, skip []string) ([]Violatio
 		if underAny(loc, skip) {
 			continue
 		}
-		v := Violation{Location: loc, Message: u.Error.String()}
+		v := Violation{Location: loc, Message: t.red.string(u.Error.String())}
 		if !seen[v] {
 			seen[v] = true
 			out = append(out, v)

@@ -284,7 +284,11 @@ func (ix *indexer) sessionFrames(remote string, gen int) *frameRefs {
 
 func (ix *indexer) runCreated(e events.Event) error {
 	src := ix.src
-	dec := json.NewDecoder(strings.NewReader(e.Payload))
+	payload, err := e.Plaintext() // the inputs are sealed in an encrypted log
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(strings.NewReader(payload))
 	dec.UseNumber() // inputs keep their numbers exactly as recorded
 	if err := dec.Decode(&src.created); err != nil {
 		return fmt.Errorf("decode run.created: %w", err)

@@ -192,8 +192,10 @@ func (s *replaySession) ListTools(ctx context.Context, sink transport.Sink) (*tr
 func catalogOf(rec *projector.SessionCatalog) *transport.Catalog {
 	cat := &transport.Catalog{Warnings: rec.Warnings}
 	for _, t := range rec.Tools {
+		// The recorded digest (on the schemas as received) is the source's,
+		// whatever redaction did to the recorded schemas.
 		cat.Tools = append(cat.Tools, transport.Tool{Name: t.Name, Title: t.Title, Description: t.Description,
-			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution}.WithDigest(t.Digest))
 	}
 	return cat
 }

@@ -203,8 +203,10 @@ func (l *runLog) tool(c *loggedCall) (transport.Tool, bool) {
 	}
 	for _, t := range cat.Tools {
 		if t.Name == c.prep.Tool {
+			// The recorded digest was computed on the schemas as received;
+			// the recorded schemas may be redacted copies.
 			return transport.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema,
-				OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution}, true
+				OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution}.WithDigest(t.Digest), true
 		}
 	}
 	return transport.Tool{}, false

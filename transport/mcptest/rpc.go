@@ -271,7 +271,7 @@ func (sw *streamWriter) applyFault(f *Fault) bool {
 
 // serveInitialize opens a session (unless stateless) and answers initialize.
 func (s *Server) serveInitialize(_ context.Context, _ *streamWriter, in *inbound) (json.RawMessage, *RPCError) {
-	result, sid := s.initialize()
+	result, sid := s.initialize(in.r.Header)
 	if sid != "" {
 		in.w.Header().Set("Mcp-Session-Id", sid)
 	}

@@ -31,6 +31,11 @@ type Options struct {
 	// Tasks, when set, advertises and serves MCP tasks for tools/call
 	// (tasks.go); nil = no tasks capability, params.task is ignored.
 	Tasks *TaskOptions
+
+	// Initialize, when set, returns members of the initialize result built
+	// from the request's headers (a hostile server echoing a credential);
+	// each replaces the default member of its name.
+	Initialize func(h http.Header) map[string]any
 }
 
 // Request is one HTTP request the server received, for assertions.
@@ -310,7 +315,7 @@ func writeJSON(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(b)
 }
 
-func (s *Server) initialize() (json.RawMessage, string) {
+func (s *Server) initialize(h http.Header) (json.RawMessage, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sid := ""
@@ -319,11 +324,15 @@ func (s *Server) initialize() (json.RawMessage, string) {
 		sid = fmt.Sprintf("mcptest-session-%d", s.nextSess)
 		s.sessions[sid] = &session{id: sid, tools: append([]ToolDef(nil), s.tools...)}
 	}
-	b, _ := json.Marshal(map[string]any{
+	res := map[string]any{
 		"protocolVersion": s.opts.ProtocolVersion,
 		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
 		"serverInfo":      map[string]any{"name": "mcptest", "version": "0"},
-	})
+	}
+	if s.opts.Initialize != nil {
+		maps.Copy(res, s.opts.Initialize(h))
+	}
+	b, _ := json.Marshal(res)
 	return b, sid
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 )
@@ -16,7 +17,10 @@ type ToolDef struct {
 	OutputSchema             json.RawMessage
 	Annotations              json.RawMessage
 	Execution                json.RawMessage
-	Handler                  Handler // nil = answer a text content "ok"
+	// Extra holds more members of the tool object as listed (icons,
+	// _meta, ...); a member named here replaces the one above.
+	Extra   map[string]any
+	Handler Handler // nil = answer a text content "ok"
 }
 
 // Handler executes one tools/call. Returning an *RPCError answers with that
@@ -118,6 +122,7 @@ func (t ToolDef) wire() map[string]any {
 			m[k] = v
 		}
 	}
+	maps.Copy(m, t.Extra)
 	return m
 }
 
