@@ -109,6 +109,9 @@ func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem 
 		}
 		out, err = c.run(ctx)
 	}
+	if rn.replay {
+		rn.replayCall = c
+	}
 	if err != nil {
 		code, kind := c.exitCode(err), c.failure(ctx, err)
 		if c.m.State == fsm.Uncertain {
