@@ -60,6 +60,13 @@ func TestCLI_ReplayReconciledRun(t *testing.T) {
 			if !reconciled {
 				t.Fatalf("no reconcile hint for %s:\n%s", verdict, stderr)
 			}
+			// Reconciled, not yet resumed: the replay ends where the source
+			// did, and names the verdict instead of a reconcile it refuses.
+			_, e, code := cli(t, "replay", runID)
+			if code == 0 || !strings.Contains(e, "reconciled in run "+runID+": "+verdict) {
+				t.Fatalf("replay of a reconciled, unresumed run: exit %d\n%s", code, e)
+			}
+			replayHintsOK(t, e)
 			code, src, rstderr := resumeJSON(t, db, runID)
 			if code != 0 || src["state"] != "succeeded" {
 				t.Fatalf("resume: exit %d %v\n%s", code, src, rstderr)
@@ -86,7 +93,7 @@ func TestCLI_ReplayReconciledRun(t *testing.T) {
 				t.Fatalf("the server saw %d requests during the replays", n-before)
 			}
 			// Human output: exit 0, no hint but inspect.
-			_, e, code := cli(t, "replay", runIDs(t, db)[0])
+			_, e, code = cli(t, "replay", runIDs(t, db)[0])
 			if code != 0 {
 				t.Fatalf("replay (human): exit %d\n%s", code, e)
 			}
