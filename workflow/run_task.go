@@ -47,7 +47,7 @@ func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *log
 		// Committed with the attempt's first protocol step.
 		rn.later(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskStarted, Payload: started})
 	}
-	out, code, err, kind := rn.taskBody(ctx, t, attempt, idem, prev)
+	out, code, kind, err := rn.taskBody(ctx, t, attempt, idem, prev)
 	var next *projector.TaskRetryScheduled
 	if err != nil && retries(kind, idem) {
 		next = rn.retryPlan(ctx, t, attempt, err)
@@ -96,16 +96,16 @@ func taskStream(id string, attempt int) string { return fmt.Sprintf("task/%s/%d"
 // an interrupted attempt) and checks the task's output contract. kind says
 // what a failure proves about the call, for the retry decision: an output
 // that breaks the task's contract came from a tool that ran.
-func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (out any, code int, err error, kind failureKind) {
+func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (out any, code int, kind failureKind, err error) {
 	var c *call
 	if prev != nil && prev.call != nil {
 		if c, err = rn.resumedCall(t, prev.call); err != nil {
-			return nil, ExitStorage, err, failFinal
+			return nil, ExitStorage, failFinal, err
 		}
 		out, err = c.resume(ctx, prev.call)
 	} else {
 		if c, err = rn.newCall(ctx, t, attempt, idem); err != nil {
-			return nil, exitFor(err), err, failureBeforeCall(ctx, err)
+			return nil, exitFor(err), failureBeforeCall(ctx, err), err
 		}
 		out, err = c.run(ctx)
 	}
@@ -117,10 +117,10 @@ func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem 
 		if c.m.State == fsm.Uncertain {
 			err = c.uncertain(err)
 		}
-		return nil, code, err, kind
+		return nil, code, kind, err
 	}
 	out, code, err = rn.checkContract(t, out)
-	return out, code, err, failMayHaveRun
+	return out, code, failMayHaveRun, err
 }
 
 // checkContract applies the task's outputSchema to its output.
