@@ -9,13 +9,13 @@ import (
 	"github.com/agentctl/agentctl/events"
 )
 
-// PruneOptions select the runs `agentctl runs prune` removes. At least one
-// of Before and Keep is set.
+// PruneOptions select the runs `agentctl runs prune` removes. The zero
+// value selects every finished run (`runs prune --keep 0`).
 type PruneOptions struct {
 	// Before, when not zero, selects runs started before it.
 	Before time.Time
 	// Keep, when positive, keeps the newest Keep runs (in State, when set)
-	// and selects the older ones.
+	// and selects the older ones; 0 keeps none (the CLI's --keep 0).
 	Keep int
 	// State, when set, limits the selection to runs in that state.
 	State string

@@ -22,6 +22,8 @@
 //   - replay.go: [PrepareReplay] and [ReplayDialer] run a workflow again
 //     against the recorded answers of a source run, without the network;
 //     replay_index.go reads the source run into an index (one indexer
-//     method per event type), replay_session.go answers from it.
+//     method per event type), replay_session.go answers from it, and
+//     replay_follow.go continues a task as its source's reconcile and
+//     resume did.
 //   - run_adhoc.go: [Runner.ListTools], the one-task run of `mcp tools`.
 package workflow

@@ -38,9 +38,17 @@ type UncertainError struct {
 	Server   string // the remote's name
 	URL      string
 	Err      error // why the call ended uncertain
+	// Verdict, for a replay, is the operator's reconcile of the source's
+	// call ("applied: REASON"): the call is settled, and no command is
+	// printed (a replay is never reconciled or resumed).
+	Verdict string
 }
 
 func (e *UncertainError) Error() string {
+	if e.Verdict != "" {
+		return fmt.Sprintf("call %s of task %s may have executed on %s (%s): %v\n", e.EffectID, e.TaskID, e.Server, e.URL, e.Err) +
+			fmt.Sprintf("reconciled in run %s: %s", e.RunID, e.Verdict)
+	}
 	c := ReconcileCommands(e.RunID, e.EffectID)
 	return fmt.Sprintf("call %s of task %s may have executed on %s (%s): %v\n", e.EffectID, e.TaskID, e.Server, e.URL, e.Err) +
 		"check the server, then record what happened (fill in R.json and the reason):\n  " + c[0] + "\n  " + c[1] + "\nthen: " + c[2]
@@ -69,6 +77,11 @@ func (c *call) uncertain(err error) error {
 			// The same call as at prepared: Expect names the recorded one.
 			if src := rec.Expect(c.task.ID, c.attempt, 1); src != "" {
 				ue.RunID, ue.EffectID = rec.SourceRunID(), src
+			}
+			if d, ok := c.rn.r.Dialer.(*ReplayDialer); ok {
+				if v := d.src.sourceVerdict(c.task.ID, c.attempt); v != nil {
+					ue.Verdict = v.Status + ": " + v.Reason
+				}
 			}
 		}
 	}

@@ -131,6 +131,10 @@ type replaySource struct {
 	// tasks are the recorded tasks a replay has been answered with, by
 	// remote and task id: their requests are answered from their steps.
 	tasks map[string]*recTask
+	// attempts (ordinal 0) and lastAttempt are how the source continued
+	// its tasks after an attempt ended (replay_follow.go).
+	attempts    map[callKey]*recAttempt
+	lastAttempt map[string]int
 }
 
 func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replaySource, error) {
@@ -233,6 +237,8 @@ var indexers = map[string]func(*indexer, events.Event) error{
 	projector.TypeCallResult:     (*indexer).callResult,
 	projector.TypeCallError:      (*indexer).callError,
 	projector.TypeRunResumed:     (*indexer).runResumed,
+	projector.TypeTaskStarted:    (*indexer).taskStarted,
+	projector.TypeCallReconciled: (*indexer).callReconciled,
 
 	projector.TypeCallTaskAccepted: (*indexer).callTaskAccepted,
 	projector.TypeCallTaskStatus:   (*indexer).callTaskStatus,
@@ -313,6 +319,7 @@ func (ix *indexer) taskFinished(e events.Event) error {
 		return err
 	}
 	ix.fail(sessionFail{msg: p.Error, kind: transport.Kind(p.ErrorKind)})
+	ix.attemptFinished(p)
 	return nil
 }
 

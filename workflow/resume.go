@@ -186,14 +186,26 @@ func (rn *run) runTask(ctx context.Context, t spec.TaskSpec) (any, *Error) {
 		defer cancel()
 	}
 	out, fail, next := rn.decideTask(ctx, t)
-	for next != nil {
-		if err := rn.waitRetry(ctx, next); err != nil {
-			// The wait is recorded: a resume waits what is left of it.
-			return nil, &Error{RunID: rn.id, Code: ExitCancelled, Err: fmt.Errorf("task %s: waiting to retry (attempt %d not before %s): %w", t.ID, next.Attempt, next.NotBefore, err)}
+	attempt := 1 // a replay's first (a replay is a fresh run)
+	for {
+		for next != nil {
+			if err := rn.waitRetry(ctx, next); err != nil {
+				// The wait is recorded: a resume waits what is left of it.
+				return nil, &Error{RunID: rn.id, Code: ExitCancelled, Err: fmt.Errorf("task %s: waiting to retry (attempt %d not before %s): %w", t.ID, next.Attempt, next.NotBefore, err)}
+			}
+			attempt = next.Attempt
+			out, fail, next = rn.task(ctx, t, next.Attempt, nil)
 		}
-		out, fail, next = rn.task(ctx, t, next.Attempt, nil)
+		if fail == nil || !rn.replay {
+			return out, fail
+		}
+		// A replay continues as its source's reconcile and resume did.
+		var more bool
+		if out, fail, next, more = rn.follow(ctx, t, attempt, fail); !more {
+			return out, fail
+		}
+		attempt++
 	}
-	return out, fail
 }
 
 // decideTask is the first step of runTask: a new attempt, the interrupted

@@ -23,6 +23,9 @@ func (rn *run) resumedCall(t spec.TaskSpec, lc *loggedCall) (*call, error) {
 	if n := len(lc.transitions); n > 0 {
 		c.reason = lc.transitions[n-1].Reason
 	}
+	for _, tr := range lc.transitions {
+		c.sent = c.sent || tr.To == fsm.Dispatched
+	}
 	c.useTask, _ = c.decideTask() // a resend is a task again, as first sent
 	return c, nil
 }

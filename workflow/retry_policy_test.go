@@ -43,10 +43,11 @@ func retryRun(t *testing.T, src string) (*events.DB, *workflow.Result, []time.Du
 	return db, res, clock.waits, prepared
 }
 
-// TestRetry_EveryDefinitiveFailureEveryClass: an HTTP 4xx and a task's
-// output contract violation are retried like isError and JSON-RPC errors,
-// and a retry is a new attempt with a new effect identity (and, for keyed,
-// a new idempotency key) whatever the action's class.
+// TestRetry_EveryDefinitiveFailureEveryClass: an HTTP 4xx (refused before
+// dispatch) is retried for every class, a task's output contract violation
+// like isError for the classes that may run a tool again, and a retry is a
+// new attempt with a new effect identity (and, for keyed, a new
+// idempotency key). TestRetry_WhatAFailureProves has the whole table.
 func TestRetry_EveryDefinitiveFailureEveryClass(t *testing.T) {
 	const policy = "{maxAttempts: 3, initialIntervalSeconds: 1}"
 	t.Run("http 4xx", func(t *testing.T) {
@@ -68,7 +69,7 @@ func TestRetry_EveryDefinitiveFailureEveryClass(t *testing.T) {
 	t.Run("output contract", func(t *testing.T) {
 		srv := mcptest.Start(t, mcptest.Options{}, flakyTool("count", 0, false))
 		// The tool answers {n: call number}; the contract wants n ≥ 3.
-		src := strings.Replace(retryWorkflow(srv.URL, "at_most_once", policy, 1, "count"),
+		src := strings.Replace(retryWorkflow(srv.URL, "idempotent", policy, 1, "count"),
 			"with: {server: local, tool: count}\n",
 			"with: {server: local, tool: count}\n      outputSchema: {type: object, required: [n], properties: {n: {type: integer, minimum: 3}}}\n", 1)
 		_, res, waits, prepared := retryRun(t, src)
@@ -76,7 +77,7 @@ func TestRetry_EveryDefinitiveFailureEveryClass(t *testing.T) {
 			t.Fatalf("run %s (%v), %d attempts, waits %v, %d calls; want succeeded on attempt 3", res.State, res.Err, len(prepared), waits, srv.Stats().Calls["count"])
 		}
 	})
-	for _, class := range []string{"pure", "idempotent", "keyed", "at_most_once", "unknown"} {
+	for _, class := range []string{"pure", "idempotent", "keyed"} {
 		t.Run("isError "+class, func(t *testing.T) {
 			srv := mcptest.Start(t, mcptest.Options{}, flakyTool("flaky", 2, false))
 			_, res, _, prepared := retryRun(t, retryWorkflow(srv.URL, class, policy, 1, "flaky"))

@@ -111,7 +111,7 @@ func TestRetry_BackoffAfterDefinitiveFailures(t *testing.T) {
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
 			db := openDB(t)
-			wf, err := spec.Parse("retry.yaml", []byte(retryWorkflow(srv.URL, "at_most_once",
+			wf, err := spec.Parse("retry.yaml", []byte(retryWorkflow(srv.URL, "idempotent",
 				"{maxAttempts: 4, initialIntervalSeconds: 1, backoffFactor: 2, maxIntervalSeconds: 3}", 1, tc.tool)))
 			if err != nil {
 				t.Fatal(err)

@@ -172,6 +172,9 @@ type run struct {
 	// view is the template scope the task renders with: the outputs of
 	// the tasks that had ended when it started.
 	view spec.Scope
+	// replayCall is the call of the lane's latest attempt in a replay,
+	// which records its source's verdicts on it (replay_follow.go).
+	replayCall *call
 }
 
 // runState is what the tasks of one run share. mu guards the maps; the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentctl/agentctl/events"
@@ -43,6 +44,9 @@ type call struct {
 	reason   string // of the last transition
 	// cancelled: the user cancelled while the request was in flight.
 	cancelled bool
+	// sent: the call was dispatched (its request may have left), so a
+	// failure may follow a tool that ran (failure).
+	sent bool
 
 	// MCP tasks (run_call_task.go): useTask says the call goes out as a
 	// task with ttl; taskID is the accepted task, polls the tasks/get sent,
@@ -56,13 +60,18 @@ type call struct {
 	viaTask    bool
 }
 
-// callFailure is a definitive failure decided by agentctl itself.
+// callFailure is a definitive failure decided by agentctl itself. err,
+// when set, is the failure it words (its kind still classifies it).
 type callFailure struct {
 	kind transport.Kind
 	msg  string
+	err  error
 }
 
 func (f *callFailure) Error() string { return f.msg }
+
+// Unwrap returns the failure f words, or nil.
+func (f *callFailure) Unwrap() error { return f.err }
 
 // run prepares a fresh call, checks it and sends it.
 func (c *call) run(ctx context.Context) (any, error) {
@@ -94,7 +103,7 @@ func (c *call) dispatch(ctx context.Context) (any, error) {
 		if ctx.Err() != nil { // a deadline or the user's cancel stopped the check: nothing is sent
 			return nil, c.stopBeforeSend(ctx, err)
 		}
-		return nil, c.failDefinitive(ctx, err)
+		return nil, c.failDefinitive(ctx, invalidArguments(c.tool.Name, err))
 	}
 	// The dispatch transition is committed together with the request frame,
 	// before the request's bytes leave.
@@ -311,16 +320,16 @@ func (c *call) conclude(ctx context.Context, rec projector.CallResult) (any, err
 	if v := rec.Received; v != nil {
 		if err := (&transport.OutputCheck{Kind: transport.Kind(v.Kind), Message: v.Message}).Err(); err != nil {
 			c.noteUserCancel(ctx) // the user stopped the run while the result was checked
-			return nil, c.failDefinitive(ctx, err)
+			return nil, c.failUnusable(ctx, err)
 		}
 	} else if len(structured) > 0 || len(c.tool.OutputSchema) > 0 {
 		if err := transport.ValidateOutputContext(ctx, c.tool, structured); err != nil {
 			c.noteUserCancel(ctx) // the user stopped the run while the result was checked
-			return nil, c.failDefinitive(ctx, err)
+			return nil, c.failUnusable(ctx, err)
 		}
 	}
 	if len(rec.Output) == 0 {
-		return nil, c.failDefinitive(ctx, &callFailure{kind: transport.KindMalformed, msg: errNoOutput.Error()})
+		return nil, c.failUnusable(ctx, &callFailure{kind: transport.KindMalformed, msg: errNoOutput.Error()})
 	}
 	// Committed with task.finished: the outcome is one transaction.
 	if _, err := c.fire(fsm.Succeed, "", true); err != nil {
@@ -336,6 +345,36 @@ func decodeOutput(output json.RawMessage) (any, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// failUnusable ends a call whose result arrived but cannot be used (it
+// violates the tool's outputSchema, or carries no output): the tool ran,
+// so for at_most_once and unknown, whose retry would run it again, the
+// call ends uncertain (the operator reconciles it, with a corrected result
+// if it was applied); for pure, idempotent and keyed it fails, and the
+// action's retry policy may follow. A check stopped by the task's deadline
+// or the user's cancel fails as before: the run is stopping.
+func (c *call) failUnusable(ctx context.Context, err error) error {
+	if c.m.Idempotency.Redispatchable() || ctx.Err() != nil {
+		return c.failDefinitive(ctx, err)
+	}
+	c.lastErr = err
+	c.rn.pending = append(c.rn.pending, c.errorRecord(err))
+	if _, ferr := c.fire(fsm.FailPossiblyExecuted, err.Error(), false); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return err
+}
+
+// invalidArguments labels an inputSchema violation found before sending
+// as what it is, a local failure (not a transport one), keeping its kind.
+func invalidArguments(tool string, err error) error {
+	var te *transport.Error
+	if !errors.As(err, &te) || te.Kind != transport.KindInvalidArguments {
+		return err // schema_too_complex and the like keep their own words
+	}
+	return &callFailure{kind: transport.KindInvalidArguments, err: err,
+		msg: fmt.Sprintf("arguments of tool %q violate its inputSchema (checked before sending; nothing was sent): %s", tool, strings.TrimPrefix(te.Message, fmt.Sprintf("tool %q: ", tool)))}
 }
 
 func (c *call) failDefinitive(_ context.Context, err error) error {
@@ -392,6 +431,7 @@ func (c *call) fire(t fsm.Trigger, reason string, deferred bool) (fsm.Decision, 
 		return fsm.DecideNone, fmt.Errorf("call %s: %w", c.effectID, err)
 	}
 	c.m, c.reason = next, tr.Reason
+	c.sent = c.sent || tr.To == fsm.Dispatched
 	p := projector.CallTransition{EffectID: c.effectID, From: string(from.State), To: string(tr.To), Trigger: string(tr.Trigger), Reason: tr.Reason,
 		Generation: c.gen, Redispatches: next.Redispatches}
 	rec := events.Record{Stream: c.stream(), Type: projector.TypeCallTransition, Payload: p}

@@ -47,9 +47,9 @@ func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *log
 		// Committed with the attempt's first protocol step.
 		rn.later(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskStarted, Payload: started})
 	}
-	out, code, err, definitive := rn.taskBody(ctx, t, attempt, idem, prev)
+	out, code, kind, err := rn.taskBody(ctx, t, attempt, idem, prev)
 	var next *projector.TaskRetryScheduled
-	if err != nil && definitive {
+	if err != nil && retries(kind, idem) {
 		next = rn.retryPlan(ctx, t, attempt, err)
 	}
 	out, fail := rn.finishAttempt(t, attempt, out, code, err, next)
@@ -93,45 +93,34 @@ func (rn *run) storageFail(err error) *Error {
 func taskStream(id string, attempt int) string { return fmt.Sprintf("task/%s/%d", id, attempt) }
 
 // taskBody makes the attempt's call (a fresh one, or the recorded one of
-// an interrupted attempt) and checks the task's output contract.
-// definitive says the failure is one a retry may follow: the call ended
-// failed (a JSON-RPC error, isError, a 4xx, a schema or output violation:
-// nothing ambiguous), or the output broke the task's contract.
-func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (out any, code int, err error, definitive bool) {
+// an interrupted attempt) and checks the task's output contract. kind says
+// what a failure proves about the call, for the retry decision: an output
+// that breaks the task's contract came from a tool that ran.
+func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (out any, code int, kind failureKind, err error) {
 	var c *call
 	if prev != nil && prev.call != nil {
 		if c, err = rn.resumedCall(t, prev.call); err != nil {
-			return nil, ExitStorage, err, false
+			return nil, ExitStorage, failFinal, err
 		}
 		out, err = c.resume(ctx, prev.call)
 	} else {
 		if c, err = rn.newCall(ctx, t, attempt, idem); err != nil {
-			return nil, exitFor(err), err, false
+			return nil, exitFor(err), failureBeforeCall(ctx, err), err
 		}
 		out, err = c.run(ctx)
 	}
+	if rn.replay {
+		rn.replayCall = c
+	}
 	if err != nil {
-		code := c.exitCode(err)
+		code, kind := c.exitCode(err), c.failure(ctx, err)
 		if c.m.State == fsm.Uncertain {
 			err = c.uncertain(err)
 		}
-		var div *DivergenceError
-		return nil, code, err, c.m.State == fsm.Failed && retryable(code, err) && !errors.As(err, &div)
+		return nil, code, kind, err
 	}
 	out, code, err = rn.checkContract(t, out)
-	return out, code, err, err != nil
-}
-
-// retryable reports whether a call that ended failed (nothing ambiguous)
-// may be followed by a retry: the tool or the server refused it (a
-// JSON-RPC error, isError, a schema or output violation: exit 4), or the
-// server answered it with an HTTP 4xx (exit 6, as any remote failure).
-func retryable(code int, err error) bool {
-	if code == ExitFailed {
-		return true
-	}
-	var te *transport.Error
-	return code == ExitRemote && errors.As(err, &te) && te.Status >= 400 && te.Status < 500
+	return out, code, failMayHaveRun, err
 }
 
 // checkContract applies the task's outputSchema to its output.
@@ -164,7 +153,8 @@ func (rn *run) newCall(ctx context.Context, t spec.TaskSpec, attempt int, idem f
 	}
 	tool, ok := rs.catalog.Find(t.With.Tool)
 	if !ok {
-		return nil, fmt.Errorf("tool %q not found on server %q; available: %s", t.With.Tool, t.With.Server, toolNames(rs.catalog))
+		return nil, &callFailure{kind: fsm.ReasonToolMissing,
+			msg: fmt.Sprintf("tool %q not found on server %q; available: %s", t.With.Tool, t.With.Server, toolNames(rs.catalog))}
 	}
 	return &call{rn: rn, task: t, attempt: attempt, rs: rs, tool: tool, args: args, m: fsm.New(idem)}, nil
 }

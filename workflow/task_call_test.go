@@ -193,9 +193,11 @@ func TestTaskCall_Outcomes(t *testing.T) {
 			mcptest.SetTaskStatus(ctx, mcptest.TaskInputRequired, "which topic?")
 			return &mcptest.Result{}, nil
 		}, workflow.ExitUncertain, "uncertain", "input_required: task mcptest-task-1 asked for input agentctl does not offer: which topic?", 1},
+		// The task ran and its result is unusable: at_most_once ends
+		// uncertain (a retry or --retry-failed would run it again).
 		{"output violates schema", func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
 			return &mcptest.Result{Content: []map[string]any{}, StructuredContent: map[string]any{"n": "many"}}, nil
-		}, workflow.ExitFailed, "failed", "", 0},
+		}, workflow.ExitUncertain, "uncertain", "may have executed", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

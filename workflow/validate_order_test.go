@@ -40,7 +40,7 @@ func TestRun_ResponseOnDiskBeforeCostlyValidation(t *testing.T) {
 					return &mcptest.Result{Content: mcptest.Text("x"), StructuredContent: json.RawMessage(tc.structured)}, nil
 				}})
 			db := openDB(t)
-			wf := mustParse(t, oneCall(srv.URL, "s", "at_most_once", `{}`))
+			wf := mustParse(t, oneCall(srv.URL, "s", "pure", `{}`)) // pure: a violation fails (at_most_once would end uncertain)
 			var outcomeWithResponse *bool
 			r := &workflow.Runner{DB: db}
 			r.Observe = func(e events.Event) {

@@ -34,7 +34,9 @@ What a verified export proves:
 seq), finalHash (the head hash), chain (the chain versions, e.g. "v2", or "v1 (seq 1-12), v2 (seq
 13-20)" for a run resumed across an upgrade), signature (with --sign-key)} and then one line per
 event {run_id, seq, stream, type, created_at, payload, prev_hash, hash}, the payload exactly as
-stored (an encrypted envelope stays encrypted). No key is needed.
+stored (an encrypted envelope stays encrypted). No key is needed. The stored chain is recomputed
+first: a run whose chain does not verify is refused before anything is written (exit 5, storage,
+naming the first bad seq).
 --sign-key file:PATH or env:VAR names an Ed25519 private key in PEM (PKCS #8, as written by
 ` + "`openssl genpkey -algorithm ed25519 -out audit.key`" + `); the header, and so the final seq and head
 hash, is signed, and ` + "`audit verify --public-key`" + ` detects a cut or edited file.
@@ -79,7 +81,11 @@ What a verified export proves:
 				}
 				h, err := db.ExportWith(cmd.Context(), w, id, opts)
 				if err != nil {
-					_ = done()
+					// A broken chain is found before anything is written:
+					// no empty or partial file is left behind.
+					if derr := done(); derr == nil && file != "" && file != "-" {
+						_ = os.Remove(file)
+					}
 					return err
 				}
 				if err := done(); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -124,5 +125,31 @@ func TestCLI_ResumeRefusesARewrittenClass(t *testing.T) {
 	}
 	if n := srv.Stats().Calls["act"]; n != 1 {
 		t.Fatalf("server saw %d calls after resume, want 1", n)
+	}
+}
+
+// TestCLI_AuditExportBrokenChain: audit export of a stored run whose
+// chain no longer recomputes exits 5 (storage, like resume, replay and
+// inspect --verify), names the first bad seq, and leaves no file; an
+// intact run still exports.
+func TestCLI_AuditExportBrokenChain(t *testing.T) {
+	db, _ := seededDB(t)
+	ids := runIDs(t, db)
+	if len(ids) != 1 {
+		t.Fatalf("runs: %v", ids)
+	}
+	seq := tamper(t, db, ids[0], `replace(payload, '"lookup', '"lookuP')`, `type = 'run.created'`)
+	out := t.TempDir() + "/run.audit.jsonl"
+	for _, args := range [][]string{{"-o", out}, {"--output", "json"}} {
+		stdout, stderr, code := cli(t, append([]string{"audit", "export", ids[0], "--db", db}, args...)...)
+		if code != 5 || !strings.Contains(stderr, fmt.Sprintf("seq %d", seq)) || stdout != "" {
+			t.Fatalf("audit export %v of a broken chain: exit %d, want 5 naming seq %d\nstdout:\n%s\nstderr:\n%s", args, code, seq, stdout, stderr)
+		}
+		if args[0] == "--output" && !strings.Contains(stderr, `"class":"storage"`) {
+			t.Fatalf("error class: %s", stderr)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("audit export of a broken chain left %s: %v", out, err)
 	}
 }

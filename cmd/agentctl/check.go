@@ -20,6 +20,9 @@ func (a *app) checkCmd() *cobra.Command {
 template paths) and checks every server URL against the policy. It reports every problem at
 once as file:line:col: field: message and exits 2 if there is any (3 when every problem is a
 policy refusal, as for run and mcp). run performs the same check before it records anything.
+Warnings (file:line:col: warning: field: message; "warnings" in JSON) do not fail the check: a
+retry on an at_most_once or unknown action is one, since it covers only failures that prove
+nothing was sent.
 
 With --remote, check also connects to each server the tasks use, under the file's own policy,
 and lists its tools (recorded as a run of mode check: agentctl inspect RUN shows it). It reports
@@ -37,10 +40,17 @@ reached ends it as it would end a run (exit 3 policy, 6 remote). No tool is call
 				}
 				return invalid(err)
 			}
-			if remote {
-				return a.checkRemote(cmd, wf)
+			warnings := viewDiagnostics(wf.Warnings())
+			if a.output == "human" {
+				for _, w := range wf.Warnings() {
+					fmt.Fprintf(a.stdout, "%s:%d:%d: warning: %s: %s\n", clean(w.File), w.Line, w.Col, w.Field, clean(w.Message))
+				}
 			}
-			data := map[string]any{"file": args[0], "workflow": wf.Metadata.Name, "digest": wf.Digest, "tasks": len(wf.Spec.Tasks), "problems": []diagnosticView{}}
+			if remote {
+				return a.checkRemote(cmd, wf, warnings)
+			}
+			data := map[string]any{"file": args[0], "workflow": wf.Metadata.Name, "digest": wf.Digest, "tasks": len(wf.Spec.Tasks),
+				"problems": []diagnosticView{}, "warnings": warnings}
 			if a.output != "human" {
 				return a.printJSON(a.stdout, "CheckResult", true, data)
 			}
@@ -66,10 +76,13 @@ type remoteCheckView struct {
 	Servers    []workflow.CheckedServer `json:"servers"`
 	Findings   []workflow.Finding       `json:"findings"`
 	Problems   []diagnosticView         `json:"problems"`
+	// Warnings are spec.Workflow.Warnings (a retry on an at_most_once or
+	// unknown action): the file is valid.
+	Warnings []diagnosticView `json:"warnings"`
 }
 
 // checkRemote runs `check --remote` and prints its findings.
-func (a *app) checkRemote(cmd *cobra.Command, wf *spec.Workflow) error {
+func (a *app) checkRemote(cmd *cobra.Command, wf *spec.Workflow, warnings []diagnosticView) error {
 	ctx := cmd.Context()
 	return a.withDB(ctx, func(db *events.DB) error {
 		res, err := a.runner(db).CheckRemote(ctx, wf, workflow.RunOptions{})
@@ -82,7 +95,7 @@ func (a *app) checkRemote(cmd *cobra.Command, wf *spec.Workflow) error {
 		}
 		if a.output != "human" {
 			v := remoteCheckView{File: wf.File, Workflow: wf.Metadata.Name, Digest: wf.Digest, Tasks: len(wf.Spec.Tasks),
-				RunID: res.RunID, State: res.State, ExitCode: res.ExitCode, Servers: servers, Findings: res.Findings, Problems: []diagnosticView{}}
+				RunID: res.RunID, State: res.State, ExitCode: res.ExitCode, Servers: servers, Findings: res.Findings, Problems: []diagnosticView{}, Warnings: warnings}
 			if res.Err != nil {
 				msg, class := res.Err.Error(), checkClass(res)
 				v.Error, v.ErrorClass = &msg, &class

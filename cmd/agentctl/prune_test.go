@@ -202,3 +202,42 @@ func equalCounts(a, b map[string]int) bool {
 	}
 	return true
 }
+
+// TestCLI_RunsPruneKeepZero: --keep 0 is a selection, not a missing flag:
+// it keeps none, so every finished run the other flags select goes (here
+// all those in --state succeeded, then all the rest); --keep -1 is refused.
+func TestCLI_RunsPruneKeepZero(t *testing.T) {
+	_, url := demotest.StartTest(t, demoserver.Options{})
+	db := filepath.Join(t.TempDir(), "a.db")
+	wf := writeWorkflow(t, url)
+	for range 3 {
+		if _, stderr, code := cli(t, "run", wf, "--input", "query=prune", "--db", db); code != 0 {
+			t.Fatalf("run: %s", stderr)
+		}
+	}
+	all := listRunIDs(t, db)
+	if len(all) != 3 {
+		t.Fatalf("runs: %v", all)
+	}
+	if _, stderr, code := cli(t, "runs", "prune", "--keep", "-1", "--db", db); code != 2 || !strings.Contains(stderr, "--keep -1") {
+		t.Fatalf("prune --keep -1: exit %d %s", code, stderr)
+	}
+	dry := prune(t, db, "--keep", "0", "--state", "succeeded", "--dry-run")
+	if len(dry.Pruned) != 3 || len(dry.Kept) != 0 {
+		t.Fatalf("dry run of --keep 0 = %+v, want all 3 runs pruned", dry)
+	}
+	if got := listRunIDs(t, db); len(got) != 3 {
+		t.Fatalf("the dry run pruned: %v", got)
+	}
+	if res := prune(t, db, "--keep", "0"); len(res.Pruned) != 3 {
+		t.Fatalf("prune --keep 0 = %+v, want all 3 runs pruned", res)
+	}
+	if got := listRunIDs(t, db); len(got) != 0 {
+		t.Fatalf("runs left after prune --keep 0: %v", got)
+	}
+	for _, id := range all {
+		if n := rowsOf(t, db, id)["events"]; n != 0 {
+			t.Fatalf("%d events of %s left", n, id)
+		}
+	}
+}

@@ -16,7 +16,8 @@ import (
 // (the tool said isError) and whose third was skipped is refused by a plain
 // resume, which prints the --retry-failed command; that command, run as
 // printed, gives the failed task a new attempt and runs the skipped one,
-// while the succeeded task is not called again (server-side counts).
+// while the succeeded task is not called again (server-side counts); its
+// replay ends succeeded too, the new attempt included.
 func TestCLI_ResumeRetryFailed(t *testing.T) {
 	var flaky atomic.Int32
 	srv := mcptest.Start(t, mcptest.Options{},
@@ -68,5 +69,12 @@ func TestCLI_ResumeRetryFailed(t *testing.T) {
 	}
 	if n := srv.Stats().Calls["flaky"]; n != 2 {
 		t.Fatalf("refused resumes sent calls: flaky %d", n)
+	}
+	// The replay reproduces the resumed run's outcome, the new attempt
+	// included, with no request to the server.
+	before := len(srv.Stats().Requests)
+	out, stderr, code = cli(t, "replay", runID)
+	if code != 0 || !strings.Contains(out, "b: ready") || len(srv.Stats().Requests) != before {
+		t.Fatalf("replay of the run resumed with --retry-failed: exit %d, %d requests\n%s\n%s", code, len(srv.Stats().Requests)-before, out, stderr)
 	}
 }

@@ -314,7 +314,11 @@ func classify(ctx context.Context, err error) (int, string) {
 		return workflow.ExitStorage, ""
 	}
 	var se *events.Error
-	if errors.As(err, &se) {
+	var ce *events.ChainError
+	if errors.As(err, &se) || errors.As(err, &ce) {
+		// A stored chain that does not recompute is a storage fault, as
+		// when resume, replay or inspect --verify find it (an audit file
+		// that does not verify is `audit verify`'s exit 4, decided there).
 		return workflow.ExitStorage, ""
 	}
 	if ctx.Err() != nil {

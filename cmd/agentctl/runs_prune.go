@@ -18,8 +18,8 @@ func (a *app) runsPruneCmd() *cobra.Command {
 		Use:   "prune (--before DATE | --keep N) [--state S] [--dry-run]",
 		Short: "Delete whole finished runs: their events and projection rows, in one transaction",
 		Long: `prune deletes finished runs selected by --before (started before a date, an RFC 3339 time,
-or an age such as 30d) and/or --keep (all but the newest N runs), optionally only those in
---state. It prints what will go, then deletes each run's events and projection rows in one
+or an age such as 30d) and/or --keep (all but the newest N runs; --keep 0 keeps none, so every
+finished run the other flags select goes), optionally only those in --state. It prints what will go, then deletes each run's events and projection rows in one
 transaction. It is the only way events leave the log: the database refuses any other DELETE
 of events (a grant row, inserted and removed inside the prune transaction, lets exactly the
 pruned runs go). A run that has not finished is never pruned. A run whose recorded frames a
@@ -30,11 +30,13 @@ SQLite only.`,
   agentctl runs prune --before 30d --output json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if before == "" && o.Keep == 0 {
+			// --keep 0 is a selection (keep none), so "given" is whether
+			// the flag was set, not whether it is zero.
+			if before == "" && !cmd.Flags().Changed("keep") {
 				return usageErr("runs prune: give --before DATE or --keep N (or both)")
 			}
 			if o.Keep < 0 {
-				return usageErr("--keep %d: want 1 or more", o.Keep)
+				return usageErr("--keep %d: want 0 or more", o.Keep)
 			}
 			if before != "" {
 				t, err := parseBefore(before, time.Now())
@@ -81,7 +83,7 @@ SQLite only.`,
 		},
 	}
 	cmd.Flags().StringVar(&before, "before", "", "prune runs started before this date (2026-11-30), RFC 3339 time, or age (30d)")
-	cmd.Flags().IntVar(&o.Keep, "keep", 0, "keep the newest N runs (in --state, when given) and prune the older finished ones")
+	cmd.Flags().IntVar(&o.Keep, "keep", 0, "keep the newest N runs (in --state, when given) and prune the older finished ones; 0 keeps none")
 	cmd.Flags().StringVar(&o.State, "state", "", "prune only runs in this state")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be pruned and change nothing")
 	return cmd

@@ -174,17 +174,43 @@ func (m *workerMetrics) handler() http.Handler {
 	return mux
 }
 
+// metricsListenAddr is where --metrics-addr addr listens: a bare ":PORT"
+// (no host) binds loopback, 127.0.0.1:PORT, since the endpoints have no
+// authentication; a host given explicitly is used as given, and warning,
+// when not "", says that it is not a loopback address (only an IP literal
+// that is loopback, or "localhost", counts as one: a name is not resolved).
+func metricsListenAddr(addr string) (listen, warning string, err error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", err
+	}
+	if host == "" {
+		return net.JoinHostPort("127.0.0.1", port), "", nil
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return addr, "", nil
+	}
+	return addr, fmt.Sprintf("--metrics-addr %s is not a loopback address: /metrics and /healthz, which have no authentication, are reachable from the network", addr), nil
+}
+
 // serveWorkerMetrics starts the metrics listener on addr for w (whose DB
 // and Finished it hooks) and returns the function that stops it. An empty
-// addr serves nothing. A bind failure is a usage error (exit 2) naming
-// the address.
+// addr serves nothing; a bare ":PORT" binds loopback (metricsListenAddr).
+// A bind failure is a usage error (exit 2) naming the address.
 func (a *app) serveWorkerMetrics(addr string, w *workflow.Worker) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	listen, warning, err := metricsListenAddr(addr)
 	if err != nil {
 		return nil, usageErr("--metrics-addr %s: %w", addr, err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, usageErr("--metrics-addr %s: %w", addr, err)
+	}
+	if warning != "" { // on stderr in every output mode: it is a log line, not data
+		fmt.Fprintf(a.stderr, "worker: warning: %s\n", warning)
 	}
 	m := newWorkerMetrics(w.DB)
 	w.DB.ObserveCommits(m.observeCommit)

@@ -371,3 +371,45 @@ func (r *tcpRelay) Close() {
 		_ = c.Close()
 	}
 }
+
+// TestCLI_WorkerMetricsLoopbackDefault: a bare --metrics-addr :PORT
+// listens on loopback only (the endpoints have no authentication), with
+// no warning.
+func TestCLI_WorkerMetricsLoopbackDefault(t *testing.T) {
+	db := t.TempDir() + "/a.db"
+	_, stderr, code := cli(t, "worker", "--drain", "--metrics-addr", ":0", "--db", db)
+	if code != 0 || !strings.Contains(stderr, "worker: metrics on http://127.0.0.1:") || strings.Contains(stderr, "warning") {
+		t.Fatalf("worker --metrics-addr :0: exit %d, want metrics on 127.0.0.1 without a warning\n%s", code, stderr)
+	}
+}
+
+// TestMetricsListenAddr: where --metrics-addr listens, and which addresses
+// draw the not-loopback warning (decided without binding anything).
+func TestMetricsListenAddr(t *testing.T) {
+	for _, tc := range []struct {
+		addr, listen string
+		warn         bool
+	}{
+		{":9464", "127.0.0.1:9464", false},
+		{":0", "127.0.0.1:0", false},
+		{"127.0.0.1:9464", "127.0.0.1:9464", false},
+		{"127.0.0.2:9464", "127.0.0.2:9464", false},
+		{"[::1]:9464", "[::1]:9464", false},
+		{"localhost:9464", "localhost:9464", false},
+		{"0.0.0.0:9464", "0.0.0.0:9464", true},
+		{"[::]:9464", "[::]:9464", true},
+		{"192.0.2.7:9464", "192.0.2.7:9464", true},
+		{"metrics.example:9464", "metrics.example:9464", true},
+	} {
+		listen, warning, err := metricsListenAddr(tc.addr)
+		if err != nil || listen != tc.listen || (warning != "") != tc.warn {
+			t.Errorf("metricsListenAddr(%q) = %q, %q, %v; want %q, warning %v", tc.addr, listen, warning, err, tc.listen, tc.warn)
+		}
+		if tc.warn && !strings.Contains(warning, tc.addr) {
+			t.Errorf("warning %q does not name %s", warning, tc.addr)
+		}
+	}
+	if _, _, err := metricsListenAddr("9464"); err == nil {
+		t.Error("metricsListenAddr(\"9464\"): no error for an address without a port")
+	}
+}

@@ -55,3 +55,42 @@ func TestJSONSchema_TaskKeys(t *testing.T) {
 		t.Fatalf("action %+v, policy %q", a, w.Spec.MCPServers["s"].TasksPolicy())
 	}
 }
+
+// TestCheck_RetryWarnings: retry on an at_most_once or unknown (default)
+// action draws a warning at its retry key naming what it still covers;
+// the classes whose retry may follow a tool that ran draw none, and a
+// warning does not make the file invalid.
+func TestCheck_RetryWarnings(t *testing.T) {
+	const base = `apiVersion: agentctl.dev/v1alpha1
+kind: Workflow
+metadata: {name: w}
+spec:
+  mcpServers:
+    s: {url: "https://mcp.example.com/mcp"}
+  actions:
+    amo: {kind: mcp.call, idempotency: at_most_once, retry: {maxAttempts: 3}}
+    dflt: {kind: mcp.call, retry: {maxAttempts: 2}}
+    safe: {kind: mcp.call, idempotency: idempotent, retry: {maxAttempts: 3}}
+    none: {kind: mcp.call, idempotency: at_most_once}
+  tasks:
+    - {id: a, uses: action:amo, with: {server: s, tool: t}}
+    - {id: b, uses: action:dflt, with: {server: s, tool: t}}
+    - {id: c, uses: action:safe, with: {server: s, tool: t}}
+    - {id: d, uses: action:none, with: {server: s, tool: t}}
+`
+	w := mustParse(t, base)
+	ws := w.Warnings()
+	if len(ws) != 2 {
+		t.Fatalf("warnings = %v, want 2", ws)
+	}
+	for i, want := range []struct {
+		field, class string
+		line         int
+	}{{"spec.actions.amo.retry", "at_most_once", 8}, {"spec.actions.dflt.retry", "unknown (the default)", 9}} {
+		d := ws[i]
+		if d.Field != want.field || d.Line != want.line || !strings.Contains(d.Message, "idempotency is "+want.class) ||
+			!strings.Contains(d.Message, "connection refused") || !strings.Contains(d.Message, "isError") {
+			t.Fatalf("warning %d = %s, want at %s (line %d) naming %s and what it covers", i, d, want.field, want.line, want.class)
+		}
+	}
+}

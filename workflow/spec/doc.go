@@ -14,7 +14,9 @@
 //   - check.go and check_*.go: what the types cannot say: header, inputs,
 //     actions, tasks and their needs (check_needs.go also orders tasks:
 //     [Workflow.Order]), the network and secret policy (check_policy.go,
-//     which applies the transport's own URL rule), template references.
+//     which applies the transport's own URL rule), template references;
+//     check_warn.go: [Workflow.Warnings], what a valid file may not do as
+//     its author expects (retry on an at_most_once or unknown action).
 //   - template.go: ${{ inputs.x }} and ${{ tasks.t.output... }} templates;
 //     [Render] fills them from a [Scope].
 //   - inputs.go: [ResolveInputs] checks and coerces the values given to

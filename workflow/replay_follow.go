@@ -1,0 +1,169 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow/spec"
+)
+
+// A replay reproduces its source's final outcome, recoveries included. A
+// source interrupted (Ctrl-C, a crash), reconciled by an operator and
+// resumed continued its tasks after their first ending: a verdict on an
+// uncertain call (call.reconciled), then, after run.resumed, the attempt
+// finished again with the reconciled result (applied) or a new attempt
+// (not applied; a call cancelled before anything ran; resume
+// --retry-failed). A replay is never interrupted, reconciled or resumed:
+// where its task attempt ends as the source's first did, it records the
+// same verdict on its own call and continues as the resume did, so that
+// it ends as the source ended, and never suggests settling a call that is
+// already settled.
+
+// recAttempt is what the source did with one task attempt once it ended.
+type recAttempt struct {
+	// verdict is the operator's reconcile of the attempt's call; nil when
+	// there is none.
+	verdict *projector.CallReconciled
+	// settled: a task.finished of the attempt followed the verdict (a
+	// resume finished the attempt with the reconciled result).
+	settled bool
+}
+
+// attempt is the record of task taskID's attempt n, created on first use.
+func (src *replaySource) attempt(taskID string, n int) *recAttempt {
+	if src.attempts == nil {
+		src.attempts, src.lastAttempt = map[callKey]*recAttempt{}, map[string]int{}
+	}
+	k := callKey{task: taskID, attempt: n}
+	a := src.attempts[k]
+	if a == nil {
+		a = &recAttempt{}
+		src.attempts[k] = a
+	}
+	return a
+}
+
+// taskStarted notes the highest attempt of each task the source started.
+func (ix *indexer) taskStarted(e events.Event) error {
+	var p projector.TaskStarted
+	if err := e.Decode(&p); err != nil {
+		return err
+	}
+	ix.src.attempt(p.TaskID, p.Attempt)
+	if p.Attempt > ix.src.lastAttempt[p.TaskID] {
+		ix.src.lastAttempt[p.TaskID] = p.Attempt
+	}
+	return nil
+}
+
+// callReconciled notes an operator's verdict on a recorded call.
+func (ix *indexer) callReconciled(e events.Event) error {
+	var p projector.CallReconciled
+	if err := e.Decode(&p); err != nil {
+		return err
+	}
+	c := ix.src.byEffect[p.EffectID]
+	if c == nil {
+		return fmt.Errorf("reconcile of unknown call %s", p.EffectID)
+	}
+	a := ix.src.attempt(c.prepared.TaskID, c.prepared.Attempt)
+	a.verdict, a.settled = &p, false
+	return nil
+}
+
+// attemptFinished marks a verdict the resume acted on: the attempt it
+// concerns finished again after it.
+func (ix *indexer) attemptFinished(p projector.TaskFinished) {
+	if a := ix.src.attempt(p.TaskID, p.Attempt); a.verdict != nil {
+		a.settled = true
+	}
+}
+
+// sourceVerdict is the verdict on the source's call of attempt n of
+// taskID, when one was given; nil otherwise.
+func (src *replaySource) sourceVerdict(taskID string, n int) *projector.CallReconciled {
+	if a := src.attempts[callKey{task: taskID, attempt: n}]; a != nil {
+		return a.verdict
+	}
+	return nil
+}
+
+// follow continues task t after its attempt n ended with fail and no retry
+// was scheduled, as its source continued it (see above): more says a new
+// attempt was made, whose outcome (and retry schedule) it returns; else
+// the task ends with out and fail.
+func (rn *run) follow(ctx context.Context, t spec.TaskSpec, n int, fail *Error) (out any, _ *Error, next *projector.TaskRetryScheduled, more bool) {
+	d, ok := rn.r.Dialer.(*ReplayDialer)
+	if !ok || fail.Code == ExitStorage {
+		return nil, fail, nil, false
+	}
+	src := d.src
+	a := src.attempts[callKey{task: t.ID, attempt: n}]
+	nextStarted := src.lastAttempt[t.ID] > n
+	switch {
+	case a != nil && a.verdict != nil && a.verdict.Status == ReconcileApplied && a.settled:
+		if err := rn.replayVerdict(a.verdict); err != nil {
+			return nil, rn.followFail(t, err), nil, false
+		}
+		out, err := decodeOutput(a.verdict.Result)
+		if err != nil {
+			out, fail := rn.finishAttempt(t, n, nil, ExitFailed, fmt.Errorf("reconciled result: %w", err), nil)
+			return out, fail, nil, false
+		}
+		out, code, err := rn.checkContract(t, out)
+		out, fail := rn.finishAttempt(t, n, out, code, err, nil)
+		return out, fail, nil, false
+	case !nextStarted:
+		return nil, fail, nil, false // the source ended here too
+	case a != nil && a.verdict != nil:
+		if err := rn.replayVerdict(a.verdict); err != nil {
+			return nil, rn.followFail(t, err), nil, false
+		}
+	}
+	out, fail, next = rn.task(ctx, t, n+1, nil)
+	return out, fail, next, true
+}
+
+// replayVerdict records the source's verdict on the lane's latest call
+// (call.reconciled and its transition), as `effects reconcile` recorded
+// it on the source's call.
+func (rn *run) replayVerdict(v *projector.CallReconciled) error {
+	c := rn.replayCall
+	if c == nil || c.m.State != fsm.Uncertain {
+		got := "no call"
+		if c != nil {
+			got = "a call " + string(c.m.State)
+		}
+		return &DivergenceError{SourceRunID: rn.sourceRunID(), TaskID: v.EffectID, Field: "reconcile",
+			Recorded: "an uncertain call reconciled " + v.Status, Replayed: got}
+	}
+	trigger := fsm.ReconcileApplied
+	if v.Status == ReconcileNotApplied {
+		trigger = fsm.ReconcileNotApplied
+	}
+	rec := *v
+	rec.EffectID = c.effectID
+	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallReconciled, Payload: rec})
+	_, err := c.fire(trigger, v.Reason, false)
+	return err
+}
+
+// followFail ends a task whose recorded recovery the replay could not
+// reproduce: a divergence (exit 4), or a storage failure.
+func (rn *run) followFail(t spec.TaskSpec, err error) *Error {
+	if exitFor(err) == ExitStorage {
+		return rn.storageFail(err)
+	}
+	return &Error{RunID: rn.id, Code: ExitFailed, Err: fmt.Errorf("task %s: %w", t.ID, err)}
+}
+
+// sourceRunID is the run a replay answers from ("" outside a replay).
+func (rn *run) sourceRunID() string {
+	if d, ok := rn.r.Dialer.(*ReplayDialer); ok {
+		return d.src.runID
+	}
+	return ""
+}
