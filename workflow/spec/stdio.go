@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -117,4 +118,14 @@ func (c *checker) commandPolicy() {
 			c.errf(fmt.Sprintf("spec.policy.commandAllowlist[%d]", i), "empty entry; want a program as command[0] writes it")
 		}
 	}
+}
+
+// MarshalJSON writes a literal as a string and a reference as {env}/{file},
+// as the file would (Build round-trips a workflow through JSON).
+func (e EnvValueSpec) MarshalJSON() ([]byte, error) {
+	if !e.IsSecret() {
+		return json.Marshal(e.Value)
+	}
+	type ref EnvValueSpec
+	return json.Marshal(ref(e))
 }
