@@ -31,7 +31,9 @@ const StartsEnv = "AGENTCTL_STDIO_PEER_STARTS"
 //   - silent: reads stdin and never answers
 //   - raw: a hand-written peer: tools echo (sends a ping request and a
 //     progress notification before its result), die (exits 2 mid-call,
-//     after a line on stderr) and hang (never answers)
+//     after a line on stderr; with StartsEnv set, only the first process
+//     started dies, later ones answer like echo) and hang (never answers;
+//     with StartsEnv set, appends "hang PID" to that file first)
 func StdioPeer(mode string) int {
 	if f := os.Getenv(StartsEnv); f != "" {
 		if fh, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
@@ -116,9 +118,17 @@ func rawPeer(r io.Reader, w io.Writer) int {
 			_ = json.Unmarshal(m.Params, &p)
 			switch p.Name {
 			case "die":
-				fmt.Fprintln(os.Stderr, "raw peer: dying in the middle of a call")
-				os.Exit(2)
+				if starts() <= 1 {
+					fmt.Fprintln(os.Stderr, "raw peer: dying in the middle of a call")
+					os.Exit(2)
+				}
 			case "hang":
+				if f := os.Getenv(StartsEnv); f != "" {
+					if fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
+						fmt.Fprintf(fh, "hang %d\n", os.Getpid())
+						fh.Close()
+					}
+				}
 				continue
 			}
 			send(map[string]any{"jsonrpc": "2.0", "id": "srv-1", "method": "ping"})
@@ -132,4 +142,13 @@ func rawPeer(r io.Reader, w io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// starts counts the starts recorded in StartsEnv's file (0 when unset).
+func starts() int {
+	b, err := os.ReadFile(os.Getenv(StartsEnv))
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "start ")
 }
