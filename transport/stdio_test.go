@@ -256,3 +256,30 @@ func TestStdio_StderrFloodDoesNotBlock(t *testing.T) {
 		t.Errorf("stderr tail of %d bytes, want bounded by %d", len(ex.StderrTail), StderrTailBytes)
 	}
 }
+
+func TestStdio_KillRecordedMatchesStartTime(t *testing.T) {
+	c := stdioClient(t, "silent", nil)
+	var log frameLog
+	s := &Session{c: c}
+	if err := s.start(context.Background(), log.sink); err != nil {
+		t.Fatal(err)
+	}
+	defer s.proc.stop(0)
+	pid, st := s.proc.pid, s.proc.startTime
+	if st == 0 {
+		t.Fatal("no start time recorded")
+	}
+	if ok, err := KillRecorded(pid, st+1); ok || err != nil { // another process's start time: a reused pid
+		t.Fatalf("KillRecorded with a wrong start time signalled: %v %v", ok, err)
+	}
+	if syscall.Kill(pid, 0) != nil {
+		t.Fatal("the server died without a matching start time")
+	}
+	if ok, err := KillRecorded(pid, st); !ok || err != nil {
+		t.Fatalf("KillRecorded: %v %v", ok, err)
+	}
+	<-s.proc.exited
+	if ex := s.proc.stop(0); ex.Signal != "killed" {
+		t.Errorf("exit = %+v, want killed by SIGKILL", ex)
+	}
+}

@@ -32,7 +32,7 @@ const StartsEnv = "AGENTCTL_STDIO_PEER_STARTS"
 //   - raw: a hand-written peer: tools echo (sends a ping request and a
 //     progress notification before its result), die (exits 2 mid-call,
 //     after a line on stderr; with StartsEnv set, only the first process
-//     started dies, later ones answer like echo) and hang (never answers;
+//     started dies, later ones answer like echo) and hang (stuck for good, deaf even to the end of stdin;
 //     with StartsEnv set, appends "hang PID" to that file first)
 func StdioPeer(mode string) int {
 	if f := os.Getenv(StartsEnv); f != "" {
@@ -129,7 +129,7 @@ func rawPeer(r io.Reader, w io.Writer) int {
 						fh.Close()
 					}
 				}
-				continue
+				select {} // stuck for good: reads nothing more, not even the end of stdin
 			}
 			send(map[string]any{"jsonrpc": "2.0", "id": "srv-1", "method": "ping"})
 			if !in.Scan() { // our ping's answer
