@@ -72,11 +72,13 @@ type TaskView struct {
 type SessionView struct {
 	RunID string `db:"run_id" json:"runId"`
 	// RowID is PostgreSQL's insertion order (SQLite's rowid is not selected by *).
-	RowID           int64           `db:"rowid" json:"-"`
-	TaskID          string          `db:"task_id" json:"taskId"`
-	Remote          string          `db:"remote" json:"remote"`
-	Generation      int             `db:"generation" json:"generation"`
-	URL             string          `db:"url" json:"url"`
+	RowID      int64  `db:"rowid" json:"-"`
+	TaskID     string `db:"task_id" json:"taskId"`
+	Remote     string `db:"remote" json:"remote"`
+	Generation int    `db:"generation" json:"generation"`
+	URL        string `db:"url" json:"url"`
+	// Transport is "stdio" for a child process (url "stdio:PROGRAM"), else "http".
+	Transport       string          `db:"-" json:"transport"`
 	Status          string          `db:"status" json:"status"`
 	SessionIDDigest *string         `db:"session_id_digest" json:"sessionIdDigest"`
 	ProtocolVersion *string         `db:"protocol_version" json:"protocolVersion"`
@@ -87,6 +89,15 @@ type SessionView struct {
 	SourceTaskID    *string         `db:"source_task_id" json:"sourceTaskId"`
 	CreatedAt       string          `db:"created_at" json:"createdAt"`
 	UpdatedAt       string          `db:"updated_at" json:"updatedAt"`
+}
+
+// TransportOf names the transport of a session recorded with url: "stdio"
+// for "stdio:PROGRAM", else "http".
+func TransportOf(url string) string {
+	if strings.HasPrefix(url, "stdio:") {
+		return "stdio"
+	}
+	return "http"
 }
 
 // CallView is a protocol_calls row.
@@ -184,6 +195,7 @@ func InspectEach(ctx context.Context, db *events.DB, runID string, each func(eve
 	}
 	for i := range doc.ProtocolSessions {
 		doc.ProtocolSessions[i].ServerInfo = rawOrNull(doc.ProtocolSessions[i].ServerInfoRaw)
+		doc.ProtocolSessions[i].Transport = TransportOf(doc.ProtocolSessions[i].URL)
 	}
 	if err := x.SelectContext(ctx, &doc.ProtocolCalls, `SELECT * FROM protocol_calls WHERE run_id = ? ORDER BY rowid`, runID); err != nil {
 		return nil, &events.Error{Op: "inspect calls", Path: db.Path(), Err: err}

@@ -50,6 +50,19 @@ type Config struct {
 	// initialize, so the server may send elicitation/create; each call
 	// answers by its CallRequest.Elicitation (nil: decline).
 	Elicitation bool
+
+	// Command, when set, makes this a stdio client (URL, Headers and the
+	// network policy are then unused): [PROGRAM, ARG...], the program
+	// resolved on PATH once by New. Each Connect starts one process.
+	Command []string
+	// Env is a stdio server's declared environment; it also gets the
+	// variables of StdioBaseEnv that are set, and nothing else.
+	Env map[string]EnvValue
+	// Dir is a stdio server's working directory; "" = agentctl's.
+	Dir string
+	// ShutdownGrace is the wait after closing a stdio server's stdin, and
+	// again after SIGTERM to its process group, before SIGKILL; 0 = 2s.
+	ShutdownGrace time.Duration
 }
 
 // Frame is one protocol step handed to the Sink, already redacted of secret values.
@@ -81,6 +94,7 @@ type Client struct {
 	maxDuration    time.Duration
 	maxResumeDelay time.Duration
 	maxBytes       int64
+	stdio          *stdioSpec // nil for Streamable HTTP
 	getenv         func(string) string
 	userAgent      string
 	// nextID numbers JSON-RPC requests across every session of the client,
@@ -98,6 +112,9 @@ var reservedHeaders = map[string]bool{
 // New validates cfg (the URL against the policy: PolicyDenied error) and
 // returns a client. It does no network I/O; DNS is resolved at the first dial.
 func New(cfg Config) (*Client, error) {
+	if len(cfg.Command) > 0 {
+		return newStdioClient(cfg)
+	}
 	u, err := cfg.Policy.checkURL(cfg.URL)
 	if err != nil {
 		return nil, err
@@ -120,19 +137,11 @@ func New(cfg Config) (*Client, error) {
 	if c.userAgent == "" {
 		c.userAgent = "agentctl/dev"
 	}
-	c.timeout = cfg.Timeout
-	if c.timeout <= 0 {
-		c.timeout = defaultTimeout
-	}
-	c.maxDuration = cfg.MaxDuration
-	if c.maxDuration <= 0 {
-		c.maxDuration = 10 * c.timeout
-	}
+	c.setBounds()
 	c.maxResumeDelay = cfg.MaxResumeDelay
 	if c.maxResumeDelay == 0 {
 		c.maxResumeDelay = defaultMaxResumeDelay
 	}
-	c.maxBytes = cfg.Policy.maxResponseBytes()
 	if cfg.HTTPClient != nil {
 		hc := *cfg.HTTPClient // never follow redirects, whoever built the client
 		hc.CheckRedirect = noRedirect
@@ -150,6 +159,37 @@ func (c *Client) capabilities() map[string]any {
 		caps["elicitation"] = map[string]any{"form": map[string]any{}}
 	}
 	return caps
+}
+
+// setBounds applies the timeouts and the size bound of the config.
+func (c *Client) setBounds() {
+	c.timeout = c.cfg.Timeout
+	if c.timeout <= 0 {
+		c.timeout = defaultTimeout
+	}
+	c.maxDuration = c.cfg.MaxDuration
+	if c.maxDuration <= 0 {
+		c.maxDuration = 10 * c.timeout
+	}
+	c.maxBytes = c.cfg.Policy.maxResponseBytes()
+}
+
+// newStdioClient is New for a stdio server: the program is resolved now;
+// nothing starts until Connect.
+func newStdioClient(cfg Config) (*Client, error) {
+	spec, err := newStdioSpec(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, red: &redactor{}, getenv: cfg.Getenv, userAgent: cfg.UserAgent, stdio: spec}
+	if c.getenv == nil {
+		c.getenv = os.Getenv
+	}
+	if c.userAgent == "" {
+		c.userAgent = "agentctl/dev"
+	}
+	c.setBounds()
+	return c, nil
 }
 
 // clientVersion is the version part of the User-Agent ("dev" by default).
@@ -176,6 +216,9 @@ type Session struct {
 	// toolsChanged is set by notifications/tools/list_changed on any of the
 	// session's streams and cleared when ListTools starts (ToolsChanged).
 	toolsChanged atomic.Bool
+
+	proc     *proc // the server process of a stdio session (nil for HTTP)
+	procSink Sink  // the sink Connect was given: Close records the process's end there
 }
 
 // Connect initializes a session: initialize (the server must answer
@@ -184,6 +227,24 @@ type Session struct {
 // notification, as the spec forbids it.
 func (c *Client) Connect(ctx context.Context, sink Sink) (*Session, error) {
 	s := &Session{c: c}
+	if c.stdio != nil {
+		if err := s.start(ctx, sink); err != nil {
+			return nil, err
+		}
+		sess, err := s.connect(ctx, sink)
+		if err != nil {
+			err = s.stdioStartFailed(err)
+			_ = s.Close(ctx)
+			return nil, err
+		}
+		return sess, nil
+	}
+	return s.connect(ctx, sink)
+}
+
+// connect is Connect once the transport is up.
+func (s *Session) connect(ctx context.Context, sink Sink) (*Session, error) {
+	c := s.c
 	params := map[string]any{
 		"protocolVersion": ProtocolVersion,
 		"capabilities":    c.capabilities(),
@@ -231,6 +292,9 @@ func (s *Session) IDDigest() string {
 // (bounded to 2s). It is idempotent; a server refusing DELETE (405) or not
 // knowing the session (404) is not an error.
 func (s *Session) Close(ctx context.Context) error {
+	if s.proc != nil {
+		return s.closeStdio(ctx)
+	}
 	if s.sessionID == "" || s.closed.Swap(true) {
 		return nil
 	}

@@ -83,7 +83,12 @@ func (s *Session) roundTrip(ctx context.Context, method string, params any, sink
 	maxT := time.AfterFunc(s.c.maxDuration, func() { cancel(errMaxDuration) })
 	defer maxT.Stop()
 
-	m, err := x.run()
+	var m *message
+	if s.proc != nil {
+		m, err = x.runStdio(params)
+	} else {
+		m, err = x.run()
+	}
 	if err == nil {
 		return m, nil
 	}
@@ -547,6 +552,10 @@ func (s *Session) notifyCancelled(ctx context.Context, id json.RawMessage, reaso
 		if sink(ctx, f) != nil {
 			return
 		}
+	}
+	if s.proc != nil {
+		s.notifyStdio(ctx, body)
+		return
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.c.url.String(), bytes.NewReader(body))
 	if err != nil {

@@ -59,6 +59,10 @@ func (x *exchange) answer(m *message) error {
 	}
 	x.idle.Stop()
 	defer x.idle.Reset(x.s.c.timeout)
+	if x.s.proc != nil {
+		_ = x.s.proc.write(x.rctx, body, serverRequestTimeout)
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(x.rctx, serverRequestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, x.s.c.url.String(), bytes.NewReader(body))

@@ -200,7 +200,7 @@ func (ck *checker) list(ctx context.Context, remote string) *Error {
 		fail = &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("check: remote %s: %w", remote, err)}
 	} else {
 		ck.catalogs[remote] = rs
-		ck.servers = append(ck.servers, CheckedServer{Name: remote, URL: ck.wf.Spec.MCPServers[remote].URL, Tools: len(rs.catalog.Tools)})
+		ck.servers = append(ck.servers, CheckedServer{Name: remote, URL: ck.wf.Spec.MCPServers[remote].Endpoint(), Tools: len(rs.catalog.Tools)})
 		fin.Output, _ = json.Marshal(map[string]any{"tools": len(rs.catalog.Tools)})
 	}
 	if aerr := rn.append(events.Record{Stream: stream, Type: projector.TypeTaskFinished, Payload: fin}); aerr != nil {

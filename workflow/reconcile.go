@@ -71,7 +71,7 @@ func (e *UncertainError) Unwrap() error { return e.Err }
 // uncertain wraps the failure that left c uncertain with the reconcile how-to.
 func (c *call) uncertain(err error) error {
 	ue := &UncertainError{RunID: c.rn.id, EffectID: c.effectID, TaskID: c.task.ID, Server: c.remote,
-		URL: c.rn.wf.Spec.MCPServers[c.remote].URL, Err: err}
+		URL: c.rn.wf.Spec.MCPServers[c.remote].Endpoint(), Err: err}
 	if c.rs != nil {
 		if rec, ok := c.rs.sess.(Recorded); ok {
 			// The same call as at prepared: Expect names the recorded one.
@@ -98,7 +98,7 @@ func (rn *run) uncertainOf(lc *loggedCall, err error) error {
 		err = errors.New(reason)
 	}
 	return &UncertainError{RunID: rn.id, EffectID: lc.prep.EffectID, TaskID: lc.prep.TaskID, Server: lc.prep.Server,
-		URL: rn.wf.Spec.MCPServers[lc.prep.Server].URL, Err: err}
+		URL: rn.wf.Spec.MCPServers[lc.prep.Server].Endpoint(), Err: err}
 }
 
 // Reconciliation is an operator's verdict on one uncertain call.

@@ -77,6 +77,11 @@ func (r *Runner) ResumeWith(ctx context.Context, runID string, opts ResumeOption
 	if err := r.DB.RequireIntact(ctx, runID); err != nil && !errors.Is(err, events.ErrNoRun) {
 		return nil, err
 	}
+	// A stdio server this run started and that outlived its writer is
+	// ended before anything is sent again (pid + start time must match).
+	if _, err := killRecordedServers(ctx, r.DB, runID); err != nil {
+		return nil, err
+	}
 	l, err := loadRunLog(ctx, r.DB, runID)
 	if err != nil {
 		if errors.Is(err, events.ErrNoRun) {

@@ -32,7 +32,7 @@ func (r *Runner) ListToolsWith(ctx context.Context, wf *spec.Workflow, remote st
 	rn := newRun(r, wf, newID(), nil)
 	rn.replay = opts.Mode == "replay"
 	created := projector.RunCreated{RunID: rn.id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
-		Inputs: map[string]any{}, Mode: opts.Mode, SourceRunID: opts.SourceRunID, Servers: map[string]string{remote: wf.Spec.MCPServers[remote].URL}, Command: opts.Command}
+		Inputs: map[string]any{}, Mode: opts.Mode, SourceRunID: opts.SourceRunID, Servers: map[string]string{remote: wf.Spec.MCPServers[remote].Endpoint()}, Command: opts.Command}
 	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: created}); err != nil {
 		return nil, nil, err
 	}

@@ -263,7 +263,7 @@ func (rn *run) open(ctx context.Context, remote, taskID string, attempt int, def
 	rn.opened = append(rn.opened, rs)
 	rn.mu.Unlock()
 	info := sess.Info()
-	opened := projector.SessionOpened{Remote: remote, URL: rn.wf.Spec.MCPServers[remote].URL, Generation: gen, TaskID: taskID,
+	opened := projector.SessionOpened{Remote: remote, URL: rn.wf.Spec.MCPServers[remote].Endpoint(), Generation: gen, TaskID: taskID,
 		ProtocolVersion: info.ProtocolVersion, ServerInfo: info.ServerInfo, SessionIDDigest: info.IDDigest}
 	if rec, ok := sess.(Recorded); ok {
 		opened.SourceRunID, opened.SourceTaskID = rec.SourceRunID(), rec.SourceTaskID()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 func (a *app) demoCmd() *cobra.Command {
 	var f runFlags
+	var stdio bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Start the demo MCP server in-process and run examples/lookup.yaml against it",
@@ -32,6 +34,9 @@ database, and prints the outputs and an inspect summary.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if stdio {
+				return a.demoStdio(ctx, f)
+			}
 			srv := demoserver.New(demoserver.Options{})
 			url, stop, err := srv.Serve(ctx, "127.0.0.1:8765")
 			if err != nil { // the usual port is taken: any free loopback port will do
@@ -77,12 +82,57 @@ database, and prints the outputs and an inspect summary.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&stdio, "stdio", false, "run the demo server as a child process over stdio (this binary, `demo serve --stdio`)")
 	cmd.AddCommand(a.demoServeCmd())
 	return cmd
 }
 
+// demoStdio runs examples/lookup.yaml with its server replaced by this
+// binary's `demo serve --stdio`, a child process.
+func (a *app) demoStdio(ctx context.Context, f runFlags) error {
+	self, err := os.Executable()
+	if err != nil {
+		return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("demo --stdio: locate this binary: %w", err)}
+	}
+	wf, err := spec.Parse(examples.LookupFile, examples.Lookup)
+	if err != nil {
+		return &exitError{code: workflow.ExitInvalid, err: err}
+	}
+	for name, srv := range wf.Spec.MCPServers {
+		srv.URL, srv.Command = "", []string{self, "demo", "serve", "--stdio"}
+		srv.Env = map[string]spec.EnvValueSpec{}
+		if v := os.Getenv("AGENTCTL_TEST_MAIN"); v != "" { // a test binary runs main only when told so
+			srv.Env["AGENTCTL_TEST_MAIN"] = spec.EnvValueSpec{Value: v}
+		}
+		wf.Spec.MCPServers[name] = srv
+	}
+	wf.Spec.Policy.CommandAllowlist = []string{self}
+	if wf, err = spec.Build(examples.LookupFile, *wf); err != nil {
+		return &exitError{code: workflow.ExitInvalid, err: err}
+	}
+	inputs, err := f.resolve(wf)
+	if err != nil {
+		return err
+	}
+	return a.withDB(ctx, func(db *events.DB) error {
+		fmt.Fprintf(a.stderr, "demo server: %s demo serve --stdio (agentctl-demo, go-sdk, a child process)\n", self)
+		res, err := a.runner(db).Run(ctx, wf, inputs, workflow.RunOptions{Command: "demo --stdio"})
+		if err != nil {
+			return err
+		}
+		if err := a.printResult(ctx, db, res); err != nil {
+			return err
+		}
+		if a.output == "human" {
+			fmt.Fprintf(a.stdout, "next: agentctl inspect %s\n", res.RunID)
+		}
+		return nil
+	})
+}
+
 func (a *app) demoServeCmd() *cobra.Command {
 	var addr string
+	var stdio bool
 	cmd := &cobra.Command{
 		Use:     "serve",
 		Short:   "Serve the demo MCP server until interrupted",
@@ -92,6 +142,12 @@ func (a *app) demoServeCmd() *cobra.Command {
 			ctx, cancel := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer cancel()
 			srv := demoserver.New(demoserver.Options{})
+			if stdio { // one session on stdin/stdout, until stdin closes
+				if err := srv.ServeStdio(ctx, os.Stdin, os.Stdout); err != nil && ctx.Err() == nil {
+					return &exitError{code: workflow.ExitRemote, err: fmt.Errorf("demo server (stdio): %w", err)}
+				}
+				return nil
+			}
 			url, stop, err := srv.Serve(ctx, addr)
 			if err != nil {
 				return &exitError{code: workflow.ExitInvalid, err: err}
@@ -107,5 +163,6 @@ func (a *app) demoServeCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8765", "loopback address to listen on")
+	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve one MCP session on stdin/stdout instead (a stdio server)")
 	return cmd
 }

@@ -82,15 +82,50 @@ func (f *adhoc) headerRef(stderr io.Writer, h string, n int) (string, spec.Secre
 // that inspect, replay, resume and audit work on it like on any run. It is
 // built as a value: the tool's arguments are data (a "${{" in them is sent
 // as is), never template or YAML source.
-func (f *adhoc) workflowFor(stderr io.Writer, rawURL, tool, idempotency string, args map[string]any) (*spec.Workflow, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Host == "" {
-		return nil, usageErr("URL %q: want an absolute http(s) URL", rawURL)
+// target is what an ad-hoc command talks to: a URL, or the command of a
+// stdio server (after --).
+type target struct {
+	url     string
+	command []string
+}
+
+// splitDash splits a command's arguments at "--": before it (want of them
+// when a stdio command follows), and the command [PROGRAM, ARG...]; or, with
+// no "--", the URL first and want more.
+func splitDash(cmd *cobra.Command, args []string, want int) ([]string, target, error) {
+	at := cmd.ArgsLenAtDash()
+	if at < 0 {
+		if len(args) != want+1 {
+			return nil, target{}, usageErr("want %s (or a stdio server after --: %s -- PROGRAM ARG...)", cmd.Use, strings.Replace(cmd.Use, "URL ", "", 1))
+		}
+		return args[1:], target{url: args[0]}, nil
 	}
+	if at != want || len(args) == at {
+		return nil, target{}, usageErr("want %s -- PROGRAM ARG... (%d argument(s) before --, a program after it)", strings.Replace(cmd.Use, "URL ", "", 1), want)
+	}
+	return args[:at], target{command: args[at:]}, nil
+}
+
+// workflowForTarget is workflowFor for a URL or a stdio command. A command
+// typed on the command line is allowed by being typed: it is its own
+// commandAllowlist.
+func (f *adhoc) workflowForTarget(stderr io.Writer, to target, tool, idempotency string, args map[string]any) (*spec.Workflow, error) {
 	w := spec.Workflow{APIVersion: spec.APIVersion, Kind: "Workflow", Metadata: spec.Metadata{Name: "adhoc-" + toolOrList(tool)}}
-	w.Spec.Policy = spec.PolicySpec{NetworkAllowlist: []string{u.Hostname()},
-		Network: spec.NetworkSpec{AllowedSchemes: []string{u.Scheme}, AllowPrivate: f.allowPrivate}}
-	server := spec.ServerSpec{URL: rawURL, TimeoutSeconds: f.timeout}
+	server := spec.ServerSpec{URL: to.url, TimeoutSeconds: f.timeout}
+	if len(to.command) > 0 {
+		if len(f.headers) > 0 || f.allowPrivate {
+			return nil, usageErr("--header and --allow-private apply to a URL, not to a stdio server")
+		}
+		server = spec.ServerSpec{Command: to.command, TimeoutSeconds: f.timeout}
+		w.Spec.Policy = spec.PolicySpec{CommandAllowlist: []string{to.command[0]}}
+	} else {
+		u, err := url.Parse(to.url)
+		if err != nil || u.Host == "" {
+			return nil, usageErr("URL %q: want an absolute http(s) URL", to.url)
+		}
+		w.Spec.Policy = spec.PolicySpec{NetworkAllowlist: []string{u.Hostname()},
+			Network: spec.NetworkSpec{AllowedSchemes: []string{u.Scheme}, AllowPrivate: f.allowPrivate}}
+	}
 	for i, h := range f.headers {
 		name, ref, err := f.headerRef(stderr, h, i+1)
 		if err != nil {
@@ -151,10 +186,14 @@ func (a *app) mcpToolsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "tools URL",
 		Short:   "List a server's tools (names, schemas; annotations are untrusted hints)",
-		Example: "  agentctl mcp tools http://127.0.0.1:8765/mcp --allow-private\n  agentctl mcp tools https://mcp.example.com/mcp --header authorization=env:MCP_TOKEN --output json",
-		Args:    cobra.ExactArgs(1),
+		Example: "  agentctl mcp tools http://127.0.0.1:8765/mcp --allow-private\n  agentctl mcp tools https://mcp.example.com/mcp --header authorization=env:MCP_TOKEN --output json\n  agentctl mcp tools -- npx -y @modelcontextprotocol/server-filesystem ./data",
+		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			wf, err := f.workflowFor(a.stderr, args[0], "", "", nil)
+			_, to, err := splitDash(cmd, args, 0)
+			if err != nil {
+				return err
+			}
+			wf, err := f.workflowForTarget(a.stderr, to, "", "", nil)
 			if err != nil {
 				return err
 			}
@@ -199,9 +238,14 @@ func (a *app) mcpCallCmd() *cobra.Command {
 		Short: "Call one tool, recorded as a one-task run (inspect, replay and audit work on it)",
 		Example: `  agentctl mcp call http://127.0.0.1:8765/mcp search --args '{"q":"mcp"}' --idempotency pure --allow-private
   agentctl mcp call https://mcp.example.com/mcp create --args @args.json --idempotency keyed --header authorization=env:MCP_TOKEN
-  agentctl mcp call http://127.0.0.1:8765/mcp signup --elicitation values --elicitation-values '{"name":"Ada"}' --allow-private`,
-		Args: cobra.ExactArgs(2),
+  agentctl mcp call http://127.0.0.1:8765/mcp signup --elicitation values --elicitation-values '{"name":"Ada"}' --allow-private
+  agentctl mcp call read_text_file --args '{"path":"data/a.txt"}' -- npx -y @modelcontextprotocol/server-filesystem ./data`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			rest, to, err := splitDash(cmd, args, 1)
+			if err != nil {
+				return err
+			}
 			raw := []byte(argsFlag)
 			if strings.HasPrefix(argsFlag, "@") {
 				b, err := os.ReadFile(argsFlag[1:])
@@ -223,7 +267,7 @@ func (a *app) mcpCallCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			wf, err := f.workflowFor(a.stderr, args[0], args[1], idem, obj)
+			wf, err := f.workflowForTarget(a.stderr, to, rest[0], idem, obj)
 			if err != nil {
 				return err
 			}

@@ -106,7 +106,7 @@ func testBadInputCatalogue(t *testing.T, db string) {
 	for _, f := range files {
 		c := tc{name: filepath.Base(f), args: []string{"run", f}, want: f + ":"}
 		switch c.name {
-		case "policy_allowlist.yaml", "policy_private.yaml", "policy_private_ranges.yaml", "policy_scheme.yaml":
+		case "policy_allowlist.yaml", "policy_private.yaml", "policy_private_ranges.yaml", "policy_scheme.yaml", "stdio_no_allowlist.yaml", "stdio_not_allowlisted.yaml":
 			c.code = 3 // every problem in these files is a policy refusal
 		}
 		cases = append(cases, c)

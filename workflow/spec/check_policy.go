@@ -43,6 +43,7 @@ func (c *checker) policy() {
 			c.errf(fmt.Sprintf("spec.policy.secretFileRoots[%d]", i), "secret file root %q must be an absolute path", r)
 		}
 	}
+	c.commandPolicy()
 	net := pol.Network
 	for i, s := range net.AllowedSchemes {
 		if s != "http" && s != "https" {
@@ -91,7 +92,11 @@ func (c *checker) servers() {
 		if !isIdent(name) {
 			c.keyErrf(p, "server name %q must match [A-Za-z_][A-Za-z0-9_-]*", name)
 		}
-		c.serverURL(p+".url", s.URL)
+		if s.IsStdio() || c.has(p+".command") {
+			c.stdioServer(p, s)
+		} else {
+			c.serverURL(p+".url", s.URL)
+		}
 		if c.has(p+".timeoutSeconds") && s.TimeoutSeconds <= 0 {
 			c.errf(p+".timeoutSeconds", "must be greater than 0, got %d", s.TimeoutSeconds)
 		}

@@ -65,6 +65,7 @@ func rvOf(ptr any) reflect.Value { return reflect.ValueOf(ptr).Elem() }
 
 var (
 	secretRefType = reflect.TypeOf(SecretRefSpec{})
+	envValueType  = reflect.TypeOf(EnvValueSpec{})
 	taskSpecType  = reflect.TypeOf(TaskSpec{})
 )
 
@@ -200,6 +201,10 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
 func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	t := v.Type()
 	if n.Kind != yaml.MappingNode {
+		if t == envValueType {
+			d.decodeScalar(n, v.FieldByName("Value"), path) // a literal value
+			return
+		}
 		if t == secretRefType {
 			d.fail(n, path, "headers must be secret references {env: NAME} or {file: PATH}, got %s", describe(n))
 			return

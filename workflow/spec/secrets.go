@@ -23,6 +23,16 @@ func (w *Workflow) UnsetSecrets(getenv func(string) string) Diagnostics {
 			continue
 		}
 		s := w.Spec.MCPServers[name]
+		for _, v := range sortedNames(s.Env) {
+			ref := s.Env[v]
+			if ref.Env == "" || !slices.Contains(w.Spec.Policy.EnvironmentAllowlist, ref.Env) || getenv(ref.Env) != "" {
+				continue
+			}
+			path := joinPath(joinPath(joinPath("spec.mcpServers", name)+".env", v), "env")
+			at := c.at(path)
+			ds = append(ds, Diagnostic{File: w.File, Line: at.line, Col: at.col, Field: path,
+				Message: fmt.Sprintf("secret env:%s (variable %s of stdio server %s) is empty or unset in this environment; set it and run again", ref.Env, v, name)})
+		}
 		for _, h := range sortedNames(s.Headers) {
 			ref := s.Headers[h]
 			if ref.Env == "" || !slices.Contains(w.Spec.Policy.EnvironmentAllowlist, ref.Env) || getenv(ref.Env) != "" {

@@ -96,6 +96,7 @@ type PolicySpec struct {
 	NetworkAllowlist     []string    `yaml:"networkAllowlist" json:"networkAllowlist,omitempty" jsonschema_description:"Hosts remotes may use: exact names, IP literals or *.suffix. Empty allows any host (private addresses still need allowPrivate)."`
 	EnvironmentAllowlist []string    `yaml:"environmentAllowlist" json:"environmentAllowlist,omitempty" jsonschema_description:"Environment variables secret references may read; a variable not listed cannot be read."`
 	SecretFileRoots      []string    `yaml:"secretFileRoots" json:"secretFileRoots,omitempty" jsonschema_description:"Absolute directories secret files must lie under; a file outside them cannot be read."`
+	CommandAllowlist     []string    `yaml:"commandAllowlist" json:"commandAllowlist,omitempty" jsonschema_description:"Programs stdio servers may run, compared with command[0] as written. Empty allows none."`
 	Network              NetworkSpec `yaml:"network" json:"network,omitzero" jsonschema_description:"Schemes, ports, private ranges and limits."`
 }
 
@@ -110,7 +111,11 @@ type NetworkSpec struct {
 
 // ServerSpec declares one remote MCP server.
 type ServerSpec struct {
-	URL             string                   `yaml:"url" json:"url" jsonschema:"required,minLength=1" jsonschema_description:"Streamable HTTP endpoint of the server."`
+	URL             string                   `yaml:"url" json:"url,omitempty" jsonschema:"minLength=1" jsonschema_description:"Streamable HTTP endpoint of the server; exclusive with command."`
+	Command         []string                 `yaml:"command" json:"command,omitempty" jsonschema:"minItems=1" jsonschema_description:"A local server speaking MCP over stdio: [PROGRAM, ARG...]; exclusive with url. PROGRAM must be in spec.policy.commandAllowlist, as written; it is resolved on PATH once."`
+	Env             map[string]EnvValueSpec  `yaml:"env" json:"env,omitempty" jsonschema_description:"Environment of a stdio server: NAME: \"literal\" or a secret reference {env: VAR} / {file: PATH}. The child gets only these plus PATH, HOME, LANG, TERM, USER, SHELL, TMPDIR."`
+	Cwd             string                   `yaml:"cwd" json:"cwd,omitempty" jsonschema:"minLength=1" jsonschema_description:"Working directory of a stdio server; default: agentctl's."`
+	ShutdownGrace   int                      `yaml:"shutdownGraceSeconds" json:"shutdownGraceSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Seconds a stdio server has to exit after its stdin is closed, and again after SIGTERM, before SIGKILL; default 2."`
 	Headers         map[string]SecretRefSpec `yaml:"headers" json:"headers,omitempty" jsonschema_description:"Extra request headers; every value is a secret reference."`
 	TimeoutSeconds  int                      `yaml:"timeoutSeconds" json:"timeoutSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Inactivity timeout per request, restarted by every frame."`
 	MaxSeconds      int                      `yaml:"maxSeconds" json:"maxSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Bound on the whole request."`

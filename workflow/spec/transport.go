@@ -37,6 +37,16 @@ func (w *Workflow) TransportConfig(name string) transport.Config {
 		MaxDuration: time.Duration(srv.MaxSeconds) * time.Second,
 		Elicitation: w.elicits(name),
 	}
+	if srv.IsStdio() {
+		cfg.URL, cfg.Headers = "", nil
+		cfg.Command = append([]string(nil), srv.Command...)
+		cfg.Dir = srv.Cwd
+		cfg.ShutdownGrace = time.Duration(srv.ShutdownGrace) * time.Second
+		cfg.Env = map[string]transport.EnvValue{}
+		for k, v := range srv.Env {
+			cfg.Env[k] = transport.EnvValue{Value: v.Value, Ref: transport.SecretRef{Env: v.Env, File: v.File}}
+		}
+	}
 	return cfg
 }
 

@@ -1,0 +1,154 @@
+package demotest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/agentctl/agentctl/internal/demoserver"
+)
+
+// PeerEnv is the variable a test binary's TestMain reads to become a stdio
+// MCP peer (see StdioPeer); tests declare it in the server's env, since a
+// stdio server inherits nothing else from the test.
+const PeerEnv = "AGENTCTL_STDIO_PEER"
+
+// StartsEnv, when set in a peer's environment, names a file the peer
+// appends one line to each time it starts (a replay must start none).
+const StartsEnv = "AGENTCTL_STDIO_PEER_STARTS"
+
+// StdioPeer runs this process as a stdio MCP server in mode and returns
+// its exit code; a test binary calls it from TestMain when PeerEnv is set:
+//
+//   - demo: the demo server (go-sdk) over stdin/stdout
+//   - banner: prints a banner line on stdout, then demo
+//   - flood: demo, while writing 16 MiB to stderr
+//   - exit: writes a reason on stderr and exits 3 at once
+//   - silent: reads stdin and never answers
+//   - raw: a hand-written peer: tools echo (sends a ping request and a
+//     progress notification before its result), die (exits 2 mid-call,
+//     after a line on stderr; with StartsEnv set, only the first process
+//     started dies, later ones answer like echo) and hang (stuck for good, deaf even to the end of stdin;
+//     with StartsEnv set, appends "hang PID" to that file first)
+func StdioPeer(mode string) int {
+	if f := os.Getenv(StartsEnv); f != "" {
+		if fh, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			fmt.Fprintf(fh, "start %d\n", os.Getpid())
+			fh.Close()
+		}
+	}
+	switch mode {
+	case "exit":
+		fmt.Fprintln(os.Stderr, "fatal: no configuration found (stdio peer exits at once)")
+		return 3
+	case "silent":
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		return 0
+	case "raw":
+		return rawPeer(os.Stdin, os.Stdout)
+	case "banner":
+		fmt.Println("Welcome to the demo server v1!")
+	case "flood":
+		go func() {
+			line := strings.Repeat("x", 1023) + "\n"
+			for i := 0; i < 16<<10; i++ {
+				if _, err := io.WriteString(os.Stderr, line); err != nil {
+					return
+				}
+			}
+		}()
+	case "demo":
+	default:
+		fmt.Fprintf(os.Stderr, "unknown peer mode %q\n", mode)
+		return 2
+	}
+	if err := demoserver.New(demoserver.Options{}).ServeStdio(context.Background(), os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	return 0
+}
+
+type rawMsg struct {
+	ID     json.RawMessage `json:"id,omitempty"`
+	Method string          `json:"method,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// rawPeer answers line by line; it is single-threaded on purpose: a hang
+// leaves it blocked as a stuck server would be.
+func rawPeer(r io.Reader, w io.Writer) int {
+	in := bufio.NewScanner(r)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "%s\n", b)
+	}
+	reply := func(id json.RawMessage, result any) {
+		send(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	}
+	obj := map[string]any{"type": "object"}
+	for in.Scan() {
+		var m rawMsg
+		if json.Unmarshal(in.Bytes(), &m) != nil {
+			continue
+		}
+		switch m.Method {
+		case "initialize":
+			reply(m.ID, map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "raw-peer", "version": "1"}})
+		case "tools/list":
+			reply(m.ID, map[string]any{"tools": []any{
+				map[string]any{"name": "echo", "inputSchema": obj},
+				map[string]any{"name": "die", "inputSchema": obj},
+				map[string]any{"name": "hang", "inputSchema": obj},
+			}})
+		case "tools/call":
+			var p struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+				Meta      struct {
+					Token json.RawMessage `json:"progressToken"`
+				} `json:"_meta"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			switch p.Name {
+			case "die":
+				if starts() <= 1 {
+					fmt.Fprintln(os.Stderr, "raw peer: dying in the middle of a call")
+					os.Exit(2)
+				}
+			case "hang":
+				if f := os.Getenv(StartsEnv); f != "" {
+					if fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
+						fmt.Fprintf(fh, "hang %d\n", os.Getpid())
+						fh.Close()
+					}
+				}
+				select {} // stuck for good: reads nothing more, not even the end of stdin
+			}
+			send(map[string]any{"jsonrpc": "2.0", "id": "srv-1", "method": "ping"})
+			if !in.Scan() { // our ping's answer
+				return 1
+			}
+			send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{"progressToken": p.Meta.Token, "progress": 1, "total": 1}})
+			reply(m.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": string(p.Arguments)}}, "structuredContent": json.RawMessage(p.Arguments)})
+		case "ping":
+			reply(m.ID, map[string]any{})
+		}
+	}
+	return 0
+}
+
+// starts counts the starts recorded in StartsEnv's file (0 when unset).
+func starts() int {
+	b, err := os.ReadFile(os.Getenv(StartsEnv))
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "start ")
+}
