@@ -101,8 +101,8 @@ func (a *app) demoStdio(ctx context.Context, f runFlags) error {
 	for name, srv := range wf.Spec.MCPServers {
 		srv.URL, srv.Command = "", []string{self, "demo", "serve", "--stdio"}
 		srv.Env = map[string]spec.EnvValueSpec{}
-		if v := os.Getenv("AGENTCTL_TEST_MAIN"); v != "" { // a test binary runs main only when told so
-			srv.Env["AGENTCTL_TEST_MAIN"] = spec.EnvValueSpec{Value: v}
+		if testHooks.demoServerEnv != nil {
+			testHooks.demoServerEnv(srv.Env)
 		}
 		wf.Spec.MCPServers[name] = srv
 	}

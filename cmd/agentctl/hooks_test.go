@@ -10,6 +10,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // installTestHooks gives the test binary (in process, and as agentctl in a
@@ -40,6 +41,11 @@ func installTestHooks() {
 	}
 	testHooks.dbOptions = func(o *events.Options) {
 		_, _ = fmt.Sscan(os.Getenv("AGENTCTL_TEST_MAX_PAGES"), &o.MaxPageCount)
+	}
+	testHooks.demoServerEnv = func(env map[string]spec.EnvValueSpec) {
+		if v := os.Getenv("AGENTCTL_TEST_MAIN"); v != "" {
+			env["AGENTCTL_TEST_MAIN"] = spec.EnvValueSpec{Value: v}
+		}
 	}
 }
 

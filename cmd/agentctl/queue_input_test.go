@@ -55,7 +55,8 @@ func TestCLI_QueueBadInput(t *testing.T) {
 	for _, f := range files {
 		c := tc{name: "submit-" + filepath.Base(f), args: []string{"submit", f}, want: f + ":", many: true}
 		switch filepath.Base(f) {
-		case "policy_allowlist.yaml", "policy_private.yaml", "policy_private_ranges.yaml", "policy_scheme.yaml":
+		case "policy_allowlist.yaml", "policy_private.yaml", "policy_private_ranges.yaml", "policy_scheme.yaml",
+			"stdio_no_allowlist.yaml", "stdio_not_allowlisted.yaml":
 			c.code = 3 // every problem in these files is a policy refusal
 		}
 		cases = append(cases, c)

@@ -143,6 +143,9 @@ var testHooks struct {
 	// dbOptions adjusts the storage options (a capped database stands in
 	// for a full disk).
 	dbOptions func(*events.Options)
+	// demoServerEnv adds variables to the environment of `demo --stdio`'s
+	// server (the test binary runs main only when told so).
+	demoServerEnv func(map[string]spec.EnvValueSpec)
 }
 
 // runResult is the data of a RunResult envelope: how the run ended, the
