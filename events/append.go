@@ -116,6 +116,9 @@ func (db *DB) append(ctx context.Context, runID string, after int64, recs []Reco
 			return m.evs, m.err
 		}
 		// The connection failed (transient.go): the COMMIT may have run.
+		if connectionLost(m.err) {
+			db.dropIdle()
+		}
 		if bound.IsZero() {
 			bound = time.Now().Add(db.pg.ttl)
 		}

@@ -483,14 +483,24 @@ func (db *DB) renewLeases(ctx context.Context) (lost, failed int) {
 	}
 	p.mu.Unlock()
 	for _, l := range held {
-		sent := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, max(ttl/3, time.Second))
-		res, err := db.x.ExecContext(cctx, renewLease, ttl.Milliseconds(), l.runID, p.owner, l.epoch)
-		cancel()
+		var sent time.Time
 		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
+		p.mu.Lock()
+		until := time.Now().Add(ttl / 3) // then the next beat tries again
+		if l.deadline.Before(until) {
+			until = l.deadline
 		}
+		p.mu.Unlock()
+		err := db.retryTransient(ctx, until, func() error {
+			sent = time.Now()
+			cctx, cancel := context.WithTimeout(ctx, max(ttl/3, time.Second))
+			defer cancel()
+			res, err := db.x.ExecContext(cctx, renewLease, ttl.Milliseconds(), l.runID, p.owner, l.epoch)
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			return err
+		})
 		switch {
 		case err != nil:
 			p.mu.Lock()

@@ -58,6 +58,23 @@ func Transient(err error) bool {
 	return strings.Contains(err.Error(), "conn closed")
 }
 
+// connectionLost reports a transient error that ended its connection
+// (not a transaction aborted for another's sake): the pool's idle
+// connections were most likely ended with it (a restart, a failover, an
+// operator terminating a worker's sessions, the same idle timeout).
+func connectionLost(err error) bool {
+	c := pgCode(err)
+	return Transient(err) && c != sqlstateSerialization && c != sqlstateDeadlock
+}
+
+// dropIdle closes the pool's idle connections after a connection was
+// lost, so that the retry opens a new one rather than meet the next dead
+// one (database/sql pings a pooled connection only after a second idle).
+func (db *DB) dropIdle() {
+	db.x.SetMaxIdleConns(0)
+	db.x.SetMaxIdleConns(pgMaxIdleConns)
+}
+
 // backoff is the wait before retry n (0, 1, …): 25 ms doubling to 1 s.
 func backoff(n int) time.Duration {
 	return min(25*time.Millisecond<<min(n, 6), time.Second)
@@ -88,6 +105,9 @@ func (db *DB) retryTransient(ctx context.Context, deadline time.Time, fn func() 
 			return err
 		}
 		db.pg.transient.Add(1)
+		if connectionLost(err) {
+			db.dropIdle()
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
