@@ -130,12 +130,12 @@ func (db *DB) append(ctx context.Context, runID string, after int64, recs []Reco
 		if committed {
 			return m.built, nil
 		}
+		db.pg.transient.Add(1)
 		wait := backoff(failures)
 		failures++
 		if time.Now().Add(wait).After(deadline) || !sleepCtx(ctx, wait) {
 			return nil, m.err
 		}
-		db.pg.transient.Add(1)
 	}
 }
 

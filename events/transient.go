@@ -81,7 +81,8 @@ func backoff(n int) time.Duration {
 }
 
 // TransientErrors counts the transient PostgreSQL errors this process
-// met and retried since Open (0 on SQLite): a worker's metric.
+// met since Open (0 on SQLite), retried or, past a lease's deadline,
+// returned: a worker's metric.
 func (db *DB) TransientErrors() int64 {
 	if db.pg == nil {
 		return 0
@@ -100,11 +101,11 @@ func (db *DB) retryTransient(ctx context.Context, deadline time.Time, fn func() 
 		if err == nil || db.pg == nil || !Transient(err) {
 			return err
 		}
+		db.pg.transient.Add(1)
 		wait := backoff(n)
 		if time.Now().Add(wait).After(deadline) {
 			return err
 		}
-		db.pg.transient.Add(1)
 		if connectionLost(err) {
 			db.dropIdle()
 		}

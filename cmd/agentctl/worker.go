@@ -90,6 +90,11 @@ Leases of runs that stopped are released, so another worker resumes them at once
 						fmt.Fprintf(a.stderr, "run %s %s\n", id, verb)
 					}
 				},
+				Transient: func(err error) {
+					if a.output == "human" {
+						fmt.Fprintf(a.stderr, "worker: database: %s; trying again\n", clean(err.Error()))
+					}
+				},
 				Stopping: func() {
 					if a.output == "human" {
 						fmt.Fprintf(a.stderr, "worker: stopping: no new runs; runs in flight stop before their next task (at most %s)\n", grace)
