@@ -399,19 +399,6 @@ func (db *DB) fence(ctx context.Context, tx *Tx, runID string) error {
 	}, fenceHeld, runID, p.owner, epoch)
 }
 
-// leaseDeadline is when this process's lease of runID lapses by its own
-// clock (the heartbeat moves it on), or bound when it holds none (an
-// append without a lease: its retries are bounded all the same).
-func (db *DB) leaseDeadline(runID string, bound time.Time) time.Time {
-	p := db.pg
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if l := p.leases[runID]; l != nil {
-		return l.deadline
-	}
-	return bound
-}
-
 // loseLease records that l is no longer ours: counted once, and every
 // later append of the run fails at once.
 func (db *DB) loseLease(l *lease) {

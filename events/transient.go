@@ -118,3 +118,16 @@ func (db *DB) retryTransient(ctx context.Context, deadline time.Time, fn func() 
 		}
 	}
 }
+
+// leaseDeadline is when this process's lease of runID lapses by its own
+// clock (the heartbeat moves it on), or bound when it holds none (an
+// append without a lease: its retries are bounded all the same).
+func (db *DB) leaseDeadline(runID string, bound time.Time) time.Time {
+	p := db.pg
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.leases[runID]; l != nil {
+		return l.deadline
+	}
+	return bound
+}
