@@ -55,6 +55,14 @@ func (db *DB) insertEvents(ctx context.Context, tx *Tx, evs []Event) error {
 			if appendConflict(err) {
 				return fmt.Errorf("append to run %s at seq %d-%d: %w: someone else appended, reload the tail (%v)", runID, first, last, ErrConflict, err)
 			}
+			// The database's own fence (migration 0004), which agentctl's
+			// fence statement passed before: met only if the two disagree.
+			switch pe := pgError(err); {
+			case pe != nil && pe.Code == sqlstateFenceLost:
+				return fmt.Errorf("append to run %s: %w (%s)", runID, ErrLeaseLost, pe.Message)
+			case pe != nil && pe.Code == sqlstateFenceBusy:
+				return fmt.Errorf("append to run %s: %w (%s)", runID, ErrRunBusy, pe.Message)
+			}
 			return &Error{Op: fmt.Sprintf("append %s… seq %d-%d", typ, first, last), Path: db.path, Err: classify(err)}
 		}, insertEventsStmt[len(chunk)], args...)
 		if err != nil {
@@ -92,14 +100,76 @@ func (db *DB) append(ctx context.Context, runID string, after int64, recs []Reco
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	for attempt := 1; ; attempt++ {
+	var bound time.Time // of the transient retries without a lease: a TTL from the first failure
+	for attempt, failures := 1, 0; ; attempt++ {
 		m := &member{ctx: ctx, runID: runID, after: after, recs: recs, apply: apply}
 		db.group.submit(db, m)
+		if m.err == nil {
+			return m.evs, nil
+		}
 		// PostgreSQL may abort a transaction for another's sake (40001,
 		// 40P01); nothing of it committed, so it is run again.
-		if m.err == nil || attempt == maxAppendRetries || !retryable(m.err) {
+		if retryable(m.err) && attempt < maxAppendRetries {
+			continue
+		}
+		if db.pg == nil || !Transient(m.err) {
 			return m.evs, m.err
 		}
+		// The connection failed (transient.go): the COMMIT may have run.
+		if connectionLost(m.err) {
+			db.dropIdle()
+		}
+		if bound.IsZero() {
+			bound = time.Now().Add(db.pg.ttl)
+		}
+		deadline := db.leaseDeadline(runID, bound)
+		committed, err := db.appendCommitted(ctx, m.built, deadline)
+		if err != nil {
+			return nil, m.err
+		}
+		if committed {
+			return m.built, nil
+		}
+		db.pg.transient.Add(1)
+		wait := backoff(failures)
+		failures++
+		if time.Now().Add(wait).After(deadline) || !sleepCtx(ctx, wait) {
+			return nil, m.err
+		}
+	}
+}
+
+// appendCommitted reports whether evs, the events of an append whose
+// connection failed, are in the log: the last one's hash is at its seq
+// (it chains every one before it). It reads until the read works or
+// deadline passes. No events built means nothing was inserted.
+func (db *DB) appendCommitted(ctx context.Context, evs []Event, deadline time.Time) (bool, error) {
+	if len(evs) == 0 {
+		return false, nil
+	}
+	last := evs[len(evs)-1]
+	var hash string
+	err := db.retryTransient(ctx, deadline, func() error {
+		return db.x.QueryRowContext(ctx, `SELECT hash FROM events WHERE run_id = ? AND seq = ?`, last.RunID, last.Seq).Scan(&hash)
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return hash == last.Hash, nil
+}
+
+// sleepCtx waits d, or less if ctx ends first (then false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -162,6 +232,7 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member, flush bool) (
 		t = tip{seq: e.Seq, hash: e.Hash}
 		evs = append(evs, e)
 	}
+	m.built = evs
 	if err := db.insertEvents(ctx, tx, evs); err != nil {
 		return nil, err
 	}

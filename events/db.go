@@ -63,6 +63,10 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// ErrHardLinked refuses a SQLite database file that has more than one
+// name (hard link): each name would get its own write-ahead log.
+var ErrHardLinked = errors.New("database file has several hard links")
+
 // ErrBusy means another writer held the database past the busy timeout.
 var ErrBusy = errors.New("database is locked by another writer")
 
@@ -116,7 +120,13 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	default:
 		return nil, &Error{Op: "open", Path: path, Err: fmt.Errorf("unknown durability %q (want full or normal)", opts.Durability)}
 	}
-	if _, err := os.Stat(path); err == nil {
+	if fi, err := os.Stat(path); err == nil {
+		if n := hardLinks(fi); n > 1 {
+			// SQLite keeps a database's WAL and shared memory beside the
+			// name it was opened by: two names of one file are two
+			// unsynchronised views of it (sqlite.org/howtocorrupt.html).
+			return nil, &Error{Op: "open", Path: path, Err: fmt.Errorf("%w: the file has %d hard links; SQLite's -wal and -shm files follow the name, so open it by one name only (remove the other links, or use a symlink)", ErrHardLinked, n)}
+		}
 		if err := checkExisting(ctx, path); err != nil {
 			return nil, err
 		}
@@ -154,6 +164,11 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if db.enc, err = loadCodec(ctx, x, nil); err != nil {
 		_ = x.Close()
 		return nil, &Error{Op: "open: read encryption settings", Path: path, Err: classify(err)}
+	}
+	// The file SQLite opened: run locks are keyed on it (runlock.go).
+	if db.locks.id, err = os.Stat(path); err != nil {
+		_ = x.Close()
+		return nil, &Error{Op: "open", Path: path, Err: err}
 	}
 	if !opts.ReadOnly {
 		if err := db.startCheckpointer(); err != nil {

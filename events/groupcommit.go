@@ -36,6 +36,10 @@ type member struct {
 	apply Applier
 	evs   []Event
 	err   error
+	// built are the events the member's last attempt inserted (set even
+	// when it failed): after a connection lost at the COMMIT, the log says
+	// whether they are in (append.go).
+	built []Event
 	// wake carries one message to a member that queued behind a running
 	// commit: true when evs/err are set, false when it must lead the next
 	// batch. nil for a member that leads at once.

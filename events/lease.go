@@ -16,28 +16,33 @@ import (
 
 // Run leases on PostgreSQL (docs/POSTGRES.md, "Leases and fencing").
 //
-// A kernel lock cannot span machines, and a session advisory lock outlives
-// a dead host for as long as TCP keepalive allows. So on PostgreSQL a
-// run's writer holds a lease: the run's row in run_leases names its owner
-// (this process: host/pid/random), an epoch that goes up at every claim,
-// and an expiry by the database's clock. The lifecycle:
+// A kernel lock cannot span machines, and a session-bound mechanism (an
+// advisory lock) dies with one connection: a pooler, a failover or
+// pg_terminate_backend would hand a live worker's runs to others. So on
+// PostgreSQL a run's writer holds a lease, and liveness is the lease alone:
+// the run's row in run_leases names its owner (this process:
+// host/pid/random), an epoch that goes up at every claim, and an expiry
+// by the database's clock. The lifecycle:
 //
 //   - claim: LockRun (one run) or ClaimRuns (a worker's batch of queued
 //     and expired runs, FOR UPDATE SKIP LOCKED) sets owner, epoch+1 and
-//     expiry where the row is free: released, expired, or its owner's
-//     session is gone (each owner holds a session advisory lock, owner_key,
-//     while it lives, so a crashed process's runs are taken at once and a
-//     paused one's when its lease runs out); a run ClaimRuns took is
-//     handed to the next LockRun of it in this process.
-//   - heartbeat: every TTL/3 each lease is renewed where owner, epoch and
-//     an unexpired expiry still match. No row, or an error once the local
-//     deadline passed, means the lease is lost.
+//     expiry where the row is free: released or expired (a crashed
+//     process's runs are taken once their lease runs out). A row this
+//     owner holds without knowing it (a claim whose answer a dropped
+//     connection lost) is claimed again. A run ClaimRuns took is handed
+//     to the next LockRun of it in this process.
+//   - heartbeat: every TTL/3 each lease is renewed, on any connection of
+//     the pool, where owner, epoch and an unexpired expiry still match. A
+//     renewal that fails with a transient error is tried again with
+//     backoff (transient.go) until the lease's local deadline; no row, or
+//     a deadline passed, means the lease is lost.
 //   - fencing: every append of a run checks in its own transaction (the
 //     row read FOR SHARE, so a claim waits for the commit) that this
 //     process holds the current, unexpired epoch; a writer holding no lease
-//     for the run may append only while no one holds a live one. A lost
-//     lease is remembered, and every later append of the run fails at once
-//     with ErrLeaseLost.
+//     for the run may append only while no one holds a live one. The
+//     database enforces the same rule on every INSERT into events, from
+//     any client (migration 0004). A lost lease is remembered, and every
+//     later append of the run fails at once with ErrLeaseLost.
 //   - release: unlock clears owner and expiry if the lease is still ours.
 
 // DefaultLeaseTTL is a run lease's life without a heartbeat.
@@ -78,27 +83,23 @@ type lease struct {
 // pgState is what a PostgreSQL DB holds beyond the pool: the run leases
 // this process owns and their heartbeat.
 type pgState struct {
-	owner    string
-	ownerKey int64 // the session advisory lock that says owner is alive
-	// live is the connection holding ownerKey while this process holds or
-	// claims leases; guarded by liveMu.
-	liveMu sync.Mutex
-	live   *sql.Conn
+	owner  string
 	ttl    time.Duration // fixed at Open (Options.LeaseTTL)
 	mu     sync.Mutex    // guards leases and each lease's fields
 	leases map[string]*lease
 	losses atomic.Int64
-	hbOnce sync.Once
-	stop   chan struct{}
-	done   chan struct{}
+	// transient counts the transient errors retried (transient.go).
+	transient atomic.Int64
+	hbOnce    sync.Once
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 func newPGState(ttl time.Duration) *pgState {
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	owner := leaseOwner()
-	return &pgState{owner: owner, ownerKey: runLockOffset(owner), ttl: ttl, leases: map[string]*lease{}, stop: make(chan struct{}), done: make(chan struct{})}
+	return &pgState{owner: leaseOwner(), ttl: ttl, leases: map[string]*lease{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // leaseOwner is this process's name in run_leases.owner: host/pid/random,
@@ -134,24 +135,29 @@ func (db *DB) LeaseLosses() int64 {
 }
 
 const (
-	// claimRun takes runID's lease where it is free or expired; the row is
-	// created for a run that has none yet (a new run's LockRun precedes
-	// its run.created).
+	// claimRun takes runID's lease where it is free or expired, or held by
+	// this owner without its knowing (LockRun reaches the claim only for a
+	// run it holds no lease on: a row in its name is a claim whose answer
+	// was lost with a connection); the row is created for a run that has
+	// none yet (a new run's LockRun precedes its run.created).
 	claimRun = `INSERT INTO run_leases (run_id, owner, owner_key, lease_epoch, lease_expires_at)
-VALUES (?, ?, ?, 1, now() + ?::bigint * interval '1 millisecond')
-ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, owner_key = EXCLUDED.owner_key,
+VALUES (?, ?, NULL, 1, now() + ?::bigint * interval '1 millisecond')
+ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, owner_key = NULL,
     lease_epoch = run_leases.lease_epoch + 1, lease_expires_at = EXCLUDED.lease_expires_at
 WHERE agentctl_lease_free(run_leases.owner, run_leases.owner_key, run_leases.lease_expires_at)
+   OR run_leases.owner = EXCLUDED.owner
 RETURNING lease_epoch`
 	// claimRuns takes up to n claimable runs for a worker: queued, or
 	// running with no live lease (their writer died, let go, or was paused
-	// past its expiry), skipping rows another claimer has locked.
-	claimRuns = `UPDATE run_leases SET owner = ?, owner_key = ?, lease_epoch = lease_epoch + 1,
+	// past its expiry), or held by this owner but none of the runs it
+	// knows it holds (a lost answer, as for claimRun), skipping rows
+	// another claimer has locked.
+	claimRuns = `UPDATE run_leases SET owner = ?, owner_key = NULL, lease_epoch = lease_epoch + 1,
     lease_expires_at = now() + ?::bigint * interval '1 millisecond'
 WHERE run_id IN (
     SELECT l.run_id FROM run_leases l JOIN runs r ON r.run_id = l.run_id
     WHERE r.mode = 'run' AND r.state IN ('queued', 'running')
-      AND agentctl_lease_free(l.owner, l.owner_key, l.lease_expires_at)
+      AND (agentctl_lease_free(l.owner, l.owner_key, l.lease_expires_at) OR l.owner = ?)
       AND NOT (l.run_id = ANY(?::text[]))
     ORDER BY l.run_id LIMIT ? FOR UPDATE OF l SKIP LOCKED)
 RETURNING run_id, lease_epoch, (SELECT state FROM runs WHERE runs.run_id = run_leases.run_id)`
@@ -191,12 +197,12 @@ func (db *DB) lockRunPostgres(runID string) (func(), error) {
 	}
 	ttl := p.ttl
 	p.mu.Unlock()
-	if err := db.holdLiveness(); err != nil {
-		return nil, err
-	}
-	sent := time.Now()
+	var sent time.Time
 	var epoch int64
-	err := db.x.QueryRowContext(context.Background(), claimRun, runID, p.owner, p.ownerKey, ttl.Milliseconds()).Scan(&epoch)
+	err := db.retryTransient(context.Background(), time.Now().Add(ttl), func() error {
+		sent = time.Now()
+		return db.x.QueryRowContext(context.Background(), claimRun, runID, p.owner, ttl.Milliseconds()).Scan(&epoch)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, db.leasedError(runID)
 	}
@@ -233,8 +239,13 @@ func (db *DB) leasedError(runID string) error {
 // unexpired lease; if not, it is lost.
 func (db *DB) checkClaim(l *lease) error {
 	var one int
-	err := db.x.QueryRowContext(context.Background(), `SELECT 1 FROM run_leases
+	db.pg.mu.Lock()
+	deadline := l.deadline
+	db.pg.mu.Unlock()
+	err := db.retryTransient(context.Background(), deadline, func() error {
+		return db.x.QueryRowContext(context.Background(), `SELECT 1 FROM run_leases
 WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`, l.runID, db.pg.owner, l.epoch).Scan(&one)
+	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		db.loseLease(l)
@@ -294,27 +305,33 @@ func (db *DB) ClaimRuns(ctx context.Context, n int, except []string) ([]Claim, e
 	p.mu.Lock()
 	ttl := p.ttl
 	p.mu.Unlock()
-	if except == nil {
-		except = []string{}
+	// Never the runs this process knows it holds: only those is its name
+	// it does not know of may be claimed again.
+	except = append([]string{}, except...)
+	p.mu.Lock()
+	for id := range p.leases {
+		except = append(except, id)
 	}
-	if err := db.holdLiveness(); err != nil {
-		return nil, err
-	}
-	sent := time.Now()
-	rows, err := db.x.QueryContext(ctx, claimRuns, p.owner, p.ownerKey, ttl.Milliseconds(), except, n)
-	if err != nil {
-		return nil, &Error{Op: "claim runs", Path: db.path, Err: classify(err)}
-	}
-	defer rows.Close()
+	p.mu.Unlock()
+	var sent time.Time
 	var out []Claim
-	for rows.Next() {
-		var c Claim
-		if err := rows.Scan(&c.RunID, &c.Epoch, &c.State); err != nil {
-			return nil, &Error{Op: "claim runs", Path: db.path, Err: classify(err)}
+	err := db.retryTransient(ctx, time.Now().Add(ttl), func() error {
+		sent, out = time.Now(), nil
+		rows, err := db.x.QueryContext(ctx, claimRuns, p.owner, ttl.Milliseconds(), p.owner, except, n)
+		if err != nil {
+			return err
 		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var c Claim
+			if err := rows.Scan(&c.RunID, &c.Epoch, &c.State); err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, &Error{Op: "claim runs", Path: db.path, Err: classify(err)}
 	}
 	// UPDATE … RETURNING has no order: hand them out oldest first.
@@ -395,7 +412,9 @@ func (db *DB) loseLease(l *lease) {
 }
 
 // startHeartbeat starts the goroutine renewing this process's leases
-// every TTL/3, once; Close stops it.
+// every TTL/3, once; Close stops it. A beat whose renewal failed with a
+// transient error (a dropped connection) is followed by another after a
+// backoff, not a third of the TTL later.
 func (db *DB) startHeartbeat() {
 	p := db.pg
 	p.hbOnce.Do(func() {
@@ -404,14 +423,21 @@ func (db *DB) startHeartbeat() {
 		p.mu.Unlock()
 		go func() {
 			defer close(p.done)
-			t := time.NewTicker(every)
+			t := time.NewTimer(every)
 			defer t.Stop()
+			failures := 0
 			for {
 				select {
 				case <-p.stop:
 					return
 				case <-t.C:
-					db.RenewLeases(context.Background())
+					if _, failed := db.renewLeases(context.Background()); failed > 0 {
+						t.Reset(min(backoff(failures), every))
+						failures++
+					} else {
+						t.Reset(every)
+						failures = 0
+					}
 				}
 			}
 		}()
@@ -423,8 +449,15 @@ func (db *DB) startHeartbeat() {
 // whose row no longer matches (expired, or taken over), or whose renewal
 // failed after its local deadline.
 func (db *DB) RenewLeases(ctx context.Context) (lost int) {
+	lost, _ = db.renewLeases(ctx)
+	return lost
+}
+
+// renewLeases is RenewLeases, also counting the renewals that failed
+// before their lease's deadline (to be tried again soon).
+func (db *DB) renewLeases(ctx context.Context) (lost, failed int) {
 	if db.pg == nil {
-		return 0
+		return 0, 0
 	}
 	p := db.pg
 	p.mu.Lock()
@@ -437,21 +470,33 @@ func (db *DB) RenewLeases(ctx context.Context) (lost int) {
 	}
 	p.mu.Unlock()
 	for _, l := range held {
-		sent := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, max(ttl/3, time.Second))
-		res, err := db.x.ExecContext(cctx, renewLease, ttl.Milliseconds(), l.runID, p.owner, l.epoch)
-		cancel()
+		var sent time.Time
 		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
+		p.mu.Lock()
+		until := time.Now().Add(ttl / 3) // then the next beat tries again
+		if l.deadline.Before(until) {
+			until = l.deadline
 		}
+		p.mu.Unlock()
+		err := db.retryTransient(ctx, until, func() error {
+			sent = time.Now()
+			cctx, cancel := context.WithTimeout(ctx, max(ttl/3, time.Second))
+			defer cancel()
+			res, err := db.x.ExecContext(cctx, renewLease, ttl.Milliseconds(), l.runID, p.owner, l.epoch)
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			return err
+		})
 		switch {
 		case err != nil:
 			p.mu.Lock()
 			past := time.Now().After(l.deadline)
 			p.mu.Unlock()
 			if !past {
-				continue // try again at the next beat
+				p.transient.Add(1)
+				failed++
+				continue // try again soon (startHeartbeat)
 			}
 		case n == 1:
 			p.mu.Lock()
@@ -462,7 +507,7 @@ func (db *DB) RenewLeases(ctx context.Context) (lost int) {
 		db.loseLease(l)
 		lost++
 	}
-	return lost
+	return lost, failed
 }
 
 // close stops the heartbeat and gives back every lease still held (a
@@ -491,42 +536,6 @@ func (p *pgState) close(db *DB) {
 	for _, l := range held {
 		db.releaseLease(l)
 	}
-	p.liveMu.Lock()
-	defer p.liveMu.Unlock()
-	if p.live != nil {
-		_ = p.live.Close() // the session ends: its advisory lock with it
-		p.live = nil
-	}
-}
-
-// holdLiveness takes, once, the session advisory lock ownerKey on a
-// connection kept until Close: while it is held, other processes know
-// this owner is alive and let its leases run to their expiry; once this
-// process dies and the server closes its session, its leases may be taken
-// at once.
-func (db *DB) holdLiveness() error {
-	p := db.pg
-	p.liveMu.Lock()
-	defer p.liveMu.Unlock()
-	if p.live != nil {
-		return nil
-	}
-	ctx := context.Background()
-	conn, err := db.x.Conn(ctx)
-	if err != nil {
-		return &Error{Op: "hold lease owner lock", Path: db.path, Err: classify(err)}
-	}
-	var ok bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, p.ownerKey).Scan(&ok); err != nil {
-		_ = conn.Close()
-		return &Error{Op: "hold lease owner lock", Path: db.path, Err: classify(err)}
-	}
-	if !ok {
-		_ = conn.Close()
-		return &Error{Op: "hold lease owner lock", Path: db.path, Err: fmt.Errorf("advisory lock %d of owner %s is held by another session", p.ownerKey, p.owner)}
-	}
-	p.live = conn
-	return nil
 }
 
 // RunLease is who holds a run's lease and until when (by the database's

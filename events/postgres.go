@@ -56,6 +56,9 @@ type DSN string
 
 func (d DSN) String() string { return RedactDSN(string(d)) }
 
+// pgMaxIdleConns is how many idle connections the pool keeps (openPostgres).
+const pgMaxIdleConns = 8
+
 // openPostgres connects, checks the schema version and loads the
 // encryption settings.
 func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
@@ -96,7 +99,7 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	// one new server session per run (BENCHMARKS.md, PostgreSQL), and a
 	// fleet of workers still fits in the server's max_connections.
 	sdb.SetMaxOpenConns(32)
-	sdb.SetMaxIdleConns(8)
+	sdb.SetMaxIdleConns(pgMaxIdleConns)
 	sdb.SetConnMaxIdleTime(30 * time.Second)
 	x := &Handle{sqlx.NewDb(sdb, "pgx")}
 	db := &DB{x: x, path: red, backend: migrations.Postgres, Now: time.Now, tips: map[string]tip{}, pg: newPGState(opts.LeaseTTL)}

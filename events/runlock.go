@@ -17,13 +17,22 @@ var ErrRunBusy = errors.New("events: run is being written by another process")
 var errLockHeld = errors.New("byte range locked")
 
 // runLocks are this process's run locks over one database: a one-byte
-// kernel lock per run in the file <db>-runlock (fcntl on Unix, LockFileEx
-// on Windows; runlock_unix.go, runlock_windows.go). The kernel drops a
-// process's locks when it exits, so a killed run never leaves one behind.
+// kernel lock per run, keyed on the database file itself rather than on
+// the name it was opened by. On Linux the bytes are open file description
+// locks on the database file (runlock_linux.go), so a symlink, a hard link,
+// a relative path or a bind mount to the same file meets the same locks;
+// elsewhere they are in <db>-runlock beside the file's real path (fcntl on
+// other Unixes, LockFileEx on Windows; runlock_bsd.go, runlock_windows.go).
+// The kernel drops a process's locks when it exits, so a killed run never
+// leaves one behind.
 type runLocks struct {
 	mu   sync.Mutex
 	file *os.File
-	held map[string]bool // fcntl locks do not exclude the process itself
+	held map[string]bool // this DB's own locks: a second LockRun of one is refused here
+	// id is the database file SQLite opened (stat at Open); the lock file
+	// is opened only while the path still names that file (same device
+	// and inode), so the locks are never taken on a file put in its place.
+	id os.FileInfo
 }
 
 // LockRun makes this process the run's only writer until unlock: a run
@@ -47,18 +56,18 @@ func (db *DB) LockRun(runID string) (unlock func(), err error) {
 		return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
 	}
 	if l.file == nil {
-		f, err := os.OpenFile(db.path+"-runlock", os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := l.open(db.path)
 		if err != nil {
-			return nil, &Error{Op: "open run lock", Path: db.path + "-runlock", Err: err}
+			return nil, &Error{Op: "open run lock", Path: db.path, Err: err}
 		}
 		l.file, l.held = f, map[string]bool{}
 	}
-	off := runLockOffset(runID)
+	off := runLockBase + runLockOffset(runID)
 	if err := lockByte(l.file, off); err != nil {
 		if errors.Is(err, errLockHeld) {
 			return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
 		}
-		return nil, &Error{Op: "lock run " + runID, Path: db.path + "-runlock", Err: err}
+		return nil, &Error{Op: "lock run " + runID, Path: l.file.Name(), Err: err}
 	}
 	l.held[runID] = true
 	return func() {
@@ -72,11 +81,38 @@ func (db *DB) LockRun(runID string) (unlock func(), err error) {
 	}, nil
 }
 
-// runLockOffset is the one byte of the lock file that stands for runID.
+// runLockOffset is the one byte of the lock file (past runLockBase) that
+// stands for runID.
 func runLockOffset(runID string) int64 {
 	h := fnv.New64a()
 	_, _ = io.WriteString(h, runID)
-	return int64(h.Sum64() >> 2)
+	return int64(h.Sum64() >> 8)
+}
+
+// open opens the lock file of the database at path after checking that
+// path still names the file Open opened (device and inode): a database
+// replaced under its name since would otherwise be locked in the wrong
+// place.
+func (l *runLocks) open(path string) (*os.File, error) {
+	now, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if l.id == nil || !os.SameFile(now, l.id) {
+		return nil, fmt.Errorf("%s is no longer the database file this process opened (replaced or moved since)", path)
+	}
+	f, err := openRunLockFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if runLockBase != 0 { // the locks are on the database file itself: the one SQLite has open
+		fi, err := f.Stat()
+		if err != nil || !os.SameFile(fi, l.id) {
+			_ = f.Close()
+			return nil, fmt.Errorf("%s changed while its run lock was opened", path)
+		}
+	}
+	return f, nil
 }
 
 func (l *runLocks) close() {

@@ -6,9 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/windows"
 )
+
+// openRunLockFile opens <db>-runlock beside the database's real path
+// (symlinks resolved), whose bytes stand for runs: a byte-range lock on
+// the database file itself would block SQLite's reads of it on Windows.
+func openRunLockFile(path string) (*os.File, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, err
+	}
+	return os.OpenFile(real+"-runlock", os.O_RDWR|os.O_CREATE, 0o600)
+}
+
+// runLockBase is 0: the lock file holds nothing but locks.
+const runLockBase = 0
 
 // lockByte takes an exclusive LockFileEx lock on one byte of f without
 // waiting; errLockHeld when another process holds it.

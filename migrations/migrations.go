@@ -37,7 +37,7 @@ const (
 const Latest = 15
 
 // LatestPostgres is the schema version a migrated PostgreSQL database ends at.
-const LatestPostgres = 3
+const LatestPostgres = 4
 
 // LatestFor is the current schema version of backend b.
 func LatestFor(b Backend) int {

@@ -65,6 +65,10 @@ type Worker struct {
 	// Stopping, when set, is called once the context has ended and the
 	// runs in flight were told to stop before their next task.
 	Stopping func()
+	// Transient, when set, sees each transient database error met while
+	// looking for runs (the look is tried again after a backoff); it is
+	// called from Run's goroutine.
+	Transient func(error)
 }
 
 // WorkerRun is what became of one run a worker took.
@@ -121,11 +125,16 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 	ctxDone, stopped := ctx.Done(), false
 	var graceOver <-chan time.Time
 	var fail error // a storage failure listing the queue: stop taking runs
+	// A transient database error (a dropped connection, a restart: see
+	// events.Transient) listing the queue is not a failure: the next poll
+	// tries again, after a backoff while the errors go on.
+	var retryAt time.Time
+	transient := 0
 	ticker := time.NewTicker(poll)
 	defer ticker.Stop()
 	for {
 		stopping := stopped || fail != nil
-		if !stopping && inflight < conc {
+		if !stopping && inflight < conc && !time.Now().Before(retryAt) {
 			// Runs taken and still queued (being claimed, or skipped) are
 			// listed again: ask for enough to fill every free slot past them.
 			var list []Candidate
@@ -135,10 +144,20 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 			} else {
 				list, err = queue.Candidates(context.WithoutCancel(ctx), conc+len(taken))
 			}
-			if err != nil {
+			// (A drain gives up after 8 in a row: about 25 s at the default poll.)
+			if err != nil && events.Transient(err) && !(w.Drain && transient >= 8) {
+				retryAt = time.Now().Add(min(poll<<min(transient, 6), 5*time.Second))
+				transient++
+				if w.Transient != nil {
+					w.Transient(err)
+				}
+				list = nil
+			} else if err != nil {
 				fail = err
 				close(stop)
 				continue
+			} else {
+				transient = 0
 			}
 			startedAny := false
 			for _, c := range list {
@@ -166,7 +185,7 @@ func (w *Worker) Run(ctx context.Context) ([]WorkerRun, error) {
 					done <- r
 				}()
 			}
-			if w.Drain && inflight == 0 && !startedAny {
+			if w.Drain && inflight == 0 && !startedAny && transient == 0 {
 				return out, nil
 			}
 		}

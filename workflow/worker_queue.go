@@ -166,8 +166,8 @@ func (q LocalQueue) Candidates(ctx context.Context, queued int) ([]Candidate, er
 	return append(out, next...), nil
 }
 
-// Orphaned reports whether runID has no writer: its lock in <db>-runlock
-// can be taken (the kernel drops a process's locks when it dies), or on
+// Orphaned reports whether runID has no writer: its run lock on the
+// database file can be taken (the kernel drops a process's locks when it dies), or on
 // PostgreSQL nobody holds a live lease. The probe takes nothing; Resume
 // takes the run, and refuses if someone was quicker.
 func (q LocalQueue) Orphaned(runID string) bool {

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -141,5 +144,103 @@ func TestCLI_ResumeOfLeasedRunPostgres(t *testing.T) {
 	}
 	if n := srv.Stats().Executed["act"]; n != 1 {
 		t.Fatalf("act executed %d times, want 1", n)
+	}
+}
+
+// TestCLI_ResumeWhileRunningOtherPath: a run in progress is its process's,
+// whatever name another process gives the database. Through a symlink
+// and a relative path via a symlinked directory, `resume` is refused
+// (exit 2, "still going") and `worker --drain` takes nothing; through a
+// hard link the database itself is refused (exit 5: SQLite would read the
+// file without the WAL the run writes). The run then finishes, its
+// idempotent call sent once and its log untouched by the others.
+func TestCLI_ResumeWhileRunningOtherPath(t *testing.T) {
+	called, release := make(chan struct{}), make(chan struct{})
+	tool := actTool()
+	act := tool.Handler
+	tool.Handler = func(ctx context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+		close(called)
+		<-release
+		return act(ctx, c)
+	}
+	srv := mcptest.Start(t, mcptest.Options{}, tool)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "a.db")
+	run := subprocess(t, "run", actWorkflow(t, srv.URL, "idempotent"), "--db", db)
+	var out bytes.Buffer
+	run.Stdout, run.Stderr = &out, &out
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+		_ = run.Wait()
+	}()
+	<-called // the run process is in its call, holding the run
+	ids := runIDs(t, db)
+	if len(ids) != 1 {
+		t.Fatalf("runs: %v", ids)
+	}
+	before := logOf(t, db, ids[0])
+
+	link := filepath.Join(dir, "link.db")
+	if err := os.Symlink(db, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir, filepath.Join(dir, "again")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	for _, p := range []string{link, filepath.Join("again", "a.db")} {
+		if _, stderr, code := cli(t, "resume", ids[0], "--db", p); code != 2 || !strings.Contains(stderr, "still going") {
+			t.Fatalf("resume --db %s during the run: exit %d, want 2 (still going)\n%s", p, code, stderr)
+		}
+		stdout, stderr, code := cli(t, "worker", "--drain", "--db", p, "--output", "json")
+		var res struct {
+			Data struct{ Runs []json.RawMessage }
+		}
+		if code != 0 || json.Unmarshal([]byte(stdout), &res) != nil || res.Data.Runs == nil || len(res.Data.Runs) != 0 {
+			t.Fatalf("worker --drain --db %s during the run: exit %d, want 0 having taken nothing\n%s%s", p, code, stdout, stderr)
+		}
+	}
+	hard := filepath.Join(dir, "hard.db")
+	if err := os.Link(db, hard); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"resume", ids[0]}, {"worker", "--drain"}} {
+		_, stderr, code := cli(t, append(args, "--db", hard)...)
+		if code != 5 || !strings.Contains(stderr, "2 hard links") {
+			t.Fatalf("%s --db %s (a hard link) during the run: exit %d, want 5 (hard links refused)\n%s", args[0], hard, code, stderr)
+		}
+	}
+	if err := os.Remove(hard); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Stats().Calls["act"]; got != 1 {
+		t.Fatalf("act called %d times while the run was in its call, want 1", got)
+	}
+	close(release)
+	if err := run.Wait(); err != nil {
+		t.Fatalf("the run: %v\n%s", err, out.String())
+	}
+	after := logOf(t, db, ids[0])
+	for i, e := range before {
+		if after[i].Hash != e.Hash {
+			t.Fatalf("event %d changed", e.Seq)
+		}
+	}
+	var types []string
+	for _, e := range after[len(before):] {
+		types = append(types, e.Type)
+	}
+	if last := after[len(after)-1]; last.Type != "run.finished" || slices.Contains(types, "run.resumed") {
+		t.Fatalf("events after the others tried: %v; want the run's own, ending run.finished", types)
+	}
+	if st := srv.Stats(); st.Calls["act"] != 1 || st.Executed["act"] != 1 {
+		t.Fatalf("act sent %d times, executed %d; want 1 and 1", st.Calls["act"], st.Executed["act"])
 	}
 }

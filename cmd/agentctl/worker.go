@@ -35,7 +35,7 @@ func (a *app) workerCmd() *cobra.Command {
 		Short: "Execute queued runs, several at once, and resume runs whose process died",
 		Long: `worker claims runs queued by "agentctl submit" and executes them, up to --concurrency at once in
 this one process (their commits are shared). It also resumes runs left running by a process that
-died (their lock in <db>-runlock is free), by the rules of "agentctl resume": a call found sent
+died (their run lock on the database file is free), by the rules of "agentctl resume": a call found sent
 with no outcome is redispatched only if its idempotency allows it, else it ends uncertain.
 
 On PostgreSQL, workers on any number of machines share the queue: each claims runs with a lease
@@ -88,6 +88,11 @@ Leases of runs that stopped are released, so another worker resumes them at once
 							verb = "resuming"
 						}
 						fmt.Fprintf(a.stderr, "run %s %s\n", id, verb)
+					}
+				},
+				Transient: func(err error) {
+					if a.output == "human" {
+						fmt.Fprintf(a.stderr, "worker: database: %s; trying again\n", clean(err.Error()))
 					}
 				},
 				Stopping: func() {

@@ -87,7 +87,11 @@ func newWorkerMetrics(db *events.DB) *workerMetrics {
 		Name: metricsPrefix + "lease_losses_total",
 		Help: "Run leases this worker lost (expired or taken over) while it held the run.",
 	}, func() float64 { return float64(db.LeaseLosses()) })
-	m.reg.MustRegister(claimed, m.finished, calls, m.redispatches, m.uncertain, m.commitLatency, leaseLosses,
+	transient := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: metricsPrefix + "db_transient_errors_total",
+		Help: "Transient PostgreSQL errors this worker met (dropped connections, restarts, failovers, serialization failures), retried with backoff while the leases allowed.",
+	}, func() float64 { return float64(db.TransientErrors()) })
+	m.reg.MustRegister(claimed, m.finished, calls, m.redispatches, m.uncertain, m.commitLatency, leaseLosses, transient,
 		queueDepth{db: db, desc: prometheus.NewDesc(metricsPrefix+"queue_depth", "Queued runs waiting for a worker, counted at each scrape.", nil, nil)},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -122,6 +122,7 @@ func TestCLI_WorkerMetricsFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = first.Wait()
+		awaitDeadOwners(t, db) // on PostgreSQL its leases would run out
 		tool.unblock()
 		srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Nth: 1, Body: []byte(`{"jsonrpc":"2.0",`)})
 		idem := testkit.Workflow{URL: srv.URL, Tasks: []testkit.Task{{ID: "only", Idempotency: "idempotent", Tool: "act", Arguments: "{n: 99}"}}}.WriteFile(t)

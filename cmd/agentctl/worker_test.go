@@ -271,6 +271,7 @@ func TestCLI_WorkerKilledThenAnotherFinishes(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = first.Wait()
+		awaitDeadOwners(t, db) // on PostgreSQL its leases would run out
 		tool.unblock()
 		if c := tool.counts(); len(c) != before+conc {
 			t.Fatalf("executions before the kill: %v", c)
@@ -428,6 +429,7 @@ func TestCLI_WorkerGraceExpires(t *testing.T) {
 		if lines := describe(t, db, ids[0]); lines[len(lines)-1] != "mcp.request out tools/call" {
 			t.Fatalf("run after the grace period:\n%s", strings.Join(lines, "\n"))
 		}
+		awaitDeadOwners(t, db) // left as a crash leaves them: on PostgreSQL, leased until expiry
 		if o, err := subprocess(t, "worker", "--drain", "--db", db).CombinedOutput(); err != nil {
 			t.Fatalf("second worker: %v\n%s", err, o)
 		}

@@ -1,4 +1,4 @@
-//go:build unix
+//go:build unix && !linux
 
 package events
 
@@ -7,8 +7,26 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 )
+
+// openRunLockFile opens the file whose bytes stand for runs. Without Linux's
+// open file description locks, a classic fcntl lock on the database file
+// itself would be dropped whenever SQLite closes any descriptor of it, so
+// the locks live in <db>-runlock beside the database's real path (symlinks
+// resolved: every name of the file through a symlink, a relative path or a
+// bind mount meets the same lock file; a second hard link does not).
+func openRunLockFile(path string) (*os.File, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, err
+	}
+	return os.OpenFile(real+"-runlock", os.O_RDWR|os.O_CREATE, 0o600)
+}
+
+// runLockBase is 0: the lock file holds nothing but locks.
+const runLockBase = 0
 
 // lockByte takes an exclusive fcntl lock on one byte of f without waiting;
 // errLockHeld when another process holds it.
