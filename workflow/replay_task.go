@@ -56,7 +56,7 @@ func (s *replaySession) CallToolTask(ctx context.Context, req transport.CallRequ
 	case send.task != nil:
 		a := send.task.accepted
 		s.src.tasks[s.remote+"\x00"+a.TaskID] = send.task
-		return &transport.TaskCall{ID: a.JSONRPCID, Task: &transport.Task{ID: a.TaskID, Status: transport.TaskStatus(a.Status),
+		return &transport.TaskCall{ID: a.JSONRPCID, Task: &transport.Task{ID: a.TaskID, RedactedID: a.TaskID, Status: transport.TaskStatus(a.Status),
 			StatusMessage: a.StatusMessage, TTL: time.Duration(a.TTLMs) * time.Millisecond,
 			PollInterval: time.Duration(a.PollIntervalMs) * time.Millisecond}}, nil
 	case send.result != nil:
@@ -122,8 +122,13 @@ func (s *replaySession) PollTask(ctx context.Context, t *transport.Task, sink tr
 		}
 		next := &transport.Task{ID: t.ID, Status: t.Status, StatusMessage: t.StatusMessage, PollInterval: t.PollInterval, TTL: t.TTL}
 		if p := st.status; p != nil {
+			folded := p.Folded
 			for rt.polls+1 < p.Poll { // the polls the source folded before this change
 				rt.polls++
+				if folded > 0 { // a change the source saw beyond its bounds: only counted
+					next = foldedStatus(t, folded)
+					folded--
+				}
 				if observe != nil {
 					if err := observe(next); err != nil {
 						return next, err
@@ -146,6 +151,15 @@ func (s *replaySession) PollTask(ctx context.Context, t *transport.Task, sink tr
 		t = next
 	}
 	return t, nil
+}
+
+// foldedStatus stands for the n-th last change a source saw but did not
+// record (beyond the call's bounds): a working status unlike any recorded
+// one and unlike the others, so the replay's call counts it as the
+// source's did. It is never recorded.
+func foldedStatus(t *transport.Task, n int) *transport.Task {
+	return &transport.Task{ID: t.ID, Status: transport.TaskWorking, StatusMessage: fmt.Sprintf("\x00folded change %d", n),
+		PollInterval: t.PollInterval, TTL: t.TTL}
 }
 
 // GetTask answers a tasks/get outside polling (after a refused
