@@ -111,6 +111,10 @@ type SessionOpened struct {
 	SessionIDDigest string          `json:"sessionIdDigest,omitempty"`
 	SourceRunID     string          `json:"sourceRunId,omitempty"`
 	SourceTaskID    string          `json:"sourceTaskId,omitempty"`
+	// TaskPoll: resume opened this session only to ask about an MCP task
+	// accepted on an earlier one whose id was not kept (encryption off); a
+	// replay, never interrupted, does not open it.
+	TaskPoll bool `json:"taskPoll,omitempty"`
 }
 
 // ToolInfo is one tool of a catalog as recorded (remote text is data only).

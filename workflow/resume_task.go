@@ -105,19 +105,24 @@ func (c *call) resumeTask(ctx context.Context, lc *loggedCall) (any, error) {
 	if _, err := c.fire(fsm.FailAmbiguous, ReasonInterrupted, false); err != nil {
 		return nil, err
 	}
-	t := &transport.Task{ID: lt.accepted.TaskID, RedactedID: lt.accepted.TaskID, Status: transport.TaskWorking, StatusMessage: lt.message,
+	// From the last status recorded, as the ended process would have gone
+	// on: polling while working, tasks/result once completed or failed.
+	t := &transport.Task{ID: lt.accepted.TaskID, RedactedID: lt.accepted.TaskID, Status: transport.TaskStatus(lt.status), StatusMessage: lt.message,
 		PollInterval: time.Duration(lt.accepted.PollIntervalMs) * time.Millisecond}
 	return c.pollTask(ctx, ts, t)
 }
 
 // pollSession is the session a resumed call polls its task on: the
-// recorded one reattached when its id was kept (sealed), else the run's
-// session with the remote, opened now if needed (a new generation).
+// recorded one reattached when its id was kept (sealed), else a new
+// session of its own (the next generation, session.opened marked
+// taskPoll), its catalog committed before the first poll.
 func (rn *run) pollSession(ctx context.Context, c *call, lt *loggedTask) (*remoteState, error) {
 	if lt.accepted.SessionID != "" {
 		return rn.reattach(ctx, c, lt)
 	}
-	return rn.session(ctx, c.remote, c.task.ID, c.attempt)
+	rn.sessMu.Lock()
+	defer rn.sessMu.Unlock()
+	return rn.openWith(ctx, c.remote, c.task.ID, c.attempt, false, true)
 }
 
 // reattach binds the recorded session of lt without a new initialize and
