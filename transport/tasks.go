@@ -345,12 +345,12 @@ func (s *Session) waitPoll(ctx context.Context, d time.Duration) error {
 
 // wireTask is a Task as sent: TTL may be null (unlimited).
 type wireTask struct {
-	TaskID        *string         `json:"taskId"`
-	Status        TaskStatus      `json:"status"`
-	StatusMessage string          `json:"statusMessage"`
-	CreatedAt     string          `json:"createdAt"`
-	LastUpdatedAt string          `json:"lastUpdatedAt"`
-	TTL           *float64        `json:"ttl"`
+	TaskID        *string    `json:"taskId"`
+	Status        TaskStatus `json:"status"`
+	StatusMessage string     `json:"statusMessage"`
+	CreatedAt     string     `json:"createdAt"`
+	LastUpdatedAt string     `json:"lastUpdatedAt"`
+	TTL           *float64   `json:"ttl"`
 	// PollInterval is read leniently (pollMillis): a malformed suggestion
 	// is ignored, not a reason to throw the task away.
 	PollInterval json.RawMessage `json:"pollInterval"`
