@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -154,13 +155,19 @@ func (s *replaySession) PollTask(ctx context.Context, t *transport.Task, sink tr
 }
 
 // foldedStatus stands for the n-th last change a source saw but did not
-// record (beyond the call's bounds): a working status unlike any recorded
-// one and unlike the others, so the replay's call counts it as the
-// source's did. It is never recorded.
+// record (beyond the call's bounds): a working status unlike the others
+// and marked (foldedRaw) so that it is counted as a change but never
+// recorded, as in the source.
 func foldedStatus(t *transport.Task, n int) *transport.Task {
-	return &transport.Task{ID: t.ID, Status: transport.TaskWorking, StatusMessage: fmt.Sprintf("\x00folded change %d", n),
-		PollInterval: t.PollInterval, TTL: t.TTL}
+	return &transport.Task{ID: t.ID, Status: transport.TaskWorking, StatusMessage: fmt.Sprintf("folded change %d", n),
+		PollInterval: t.PollInterval, TTL: t.TTL, Raw: foldedRaw}
 }
+
+// foldedRaw marks a foldedStatus (statusFits never records one): no
+// server's task object is a NUL byte.
+var foldedRaw = json.RawMessage("\x00folded")
+
+func isFolded(t *transport.Task) bool { return bytes.Equal(t.Raw, foldedRaw) }
 
 // GetTask answers a tasks/get outside polling (after a refused
 // tasks/cancel) from its recorded response.

@@ -110,8 +110,11 @@ func deadlineErr(ctx context.Context, err error) error {
 // statusFits reports whether a status change is recorded: always when it
 // ends polling, else while the records and their text are under bounds.
 func (c *call) statusFits(next *transport.Task) bool {
-	if next.Status != transport.TaskWorking {
+	switch {
+	case next.Status != transport.TaskWorking:
 		return true
+	case isFolded(next): // a replay's stand-in for a change its source folded
+		return false
 	}
 	return c.tb.records < maxTaskStatusRecords-1 && c.tb.bytes+statusBytes(next.Status, next.StatusMessage) <= maxTaskStatusBytes
 }
