@@ -90,7 +90,7 @@ func (c *call) taskDeadline() (time.Time, string) {
 // boundTask returns ctx ended at the task call's deadline (a replay
 // answers from its source, which recorded how the deadline ended it).
 func (c *call) boundTask(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, replay := c.rs.sess.(Recorded); replay {
+	if c.rn.replay {
 		return ctx, func() {}
 	}
 	at, what := c.taskDeadline()
