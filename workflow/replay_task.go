@@ -231,16 +231,22 @@ func (s *replaySession) CancelTask(ctx context.Context, taskID string, sink tran
 func (s *taskStep) failure(op string) error {
 	ce := s.callErr
 	te := &transport.Error{Op: op, Kind: transport.Kind(ce.Kind), Status: ce.Status, Code: ce.Code, Sent: true}
-	return &replayedError{msg: ce.Message, err: te, ctxEnded: fsm.Trigger(s.trigger) == fsm.Cancel}
+	return &replayedError{msg: ce.Message, err: te, ctxEnded: fsm.Trigger(s.trigger) == fsm.Cancel, cancelCause: s.cancelCause}
 }
 
 // replayedCtxEnd reports whether err is a recorded failure that the
 // source saw because its context ended (the user's cancel or a deadline),
-// and whether that was a cancel: a replay's own context never ends.
+// and whether that was the user's cancel: a replay's own context never
+// ends. The cause its tasks/cancel recorded decides (a log written before
+// deadlines had their own cause says "user" for both, and its call ended
+// cancelled); without one, the failure's kind.
 func replayedCtxEnd(err error) (ended, cancelled bool) {
 	var re *replayedError
 	if !errors.As(err, &re) || !re.ctxEnded {
 		return false, false
+	}
+	if re.cancelCause != "" {
+		return true, re.cancelCause == "user"
 	}
 	return true, transport.KindOf(err) == transport.KindCancelled
 }
