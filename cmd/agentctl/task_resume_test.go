@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/testkit"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -164,13 +165,38 @@ func TestCLI_TaskCrashResumeSessionGone(t *testing.T) {
 				if n := srv.Stats().Executed["research"]; n != tc.calls {
 					t.Fatalf("executed %d, want %d", n, tc.calls)
 				}
-				// The resumed run replays from its log alone, to the same end.
-				if rcode, _, _ := replayCLI(t, db, runID); rcode != code {
+				// The resumed run replays from its log alone, to the same end;
+				// the replay, never interrupted, does not open the session resume
+				// opened only to poll: a resend answers from the session it went on.
+				rcode, repID, _ := replayCLI(t, db, runID)
+				if rcode != code {
 					t.Fatalf("replay exit %d, resume's %d", rcode, code)
+				}
+				if code == 0 {
+					src, rep := openedSessions(t, db, runID), openedSessions(t, db, repID)
+					if len(rep) == 0 || rep[len(rep)-1].SessionIDDigest != src[len(src)-1].SessionIDDigest || slices.ContainsFunc(rep, func(s projector.SessionOpened) bool { return s.TaskPoll }) {
+						t.Fatalf("replay sessions %+v; source's %+v", rep, src)
+					}
 				}
 			})
 		}
 	}
+}
+
+// openedSessions are the session.opened payloads of a run, in order.
+func openedSessions(t *testing.T, db, runID string) []projector.SessionOpened {
+	t.Helper()
+	var out []projector.SessionOpened
+	for _, e := range logOf(t, db, runID) {
+		if e.Type == projector.TypeSessionOpened {
+			var p projector.SessionOpened
+			if err := e.Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // TestCLI_TaskCrashMatrix kills agentctl after every commit of a task
