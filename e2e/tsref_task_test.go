@@ -2,7 +2,11 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,10 +19,9 @@ import (
 )
 
 // TestTS_TaskCLI: `mcp call` of the reference server's task-required
-// simulate-research-query succeeds as an MCP task, and so does a resume
-// after agentctl is killed (SIGKILL) while it polls: the resumed run
-// reattaches the recorded session and asks about the same task, so the
-// server saw exactly one tools/call, for an at_most_once action.
+// simulate-research-query succeeds as an MCP task, and a resume after
+// agentctl is killed (SIGKILL) while it polls asks about the same task:
+// the server saw exactly one tools/call, for an at_most_once action.
 func TestTS_TaskCLI(t *testing.T) {
 	url := tspeer.Start(t)
 
@@ -47,56 +50,113 @@ func TestTS_TaskCLI(t *testing.T) {
 		}
 	})
 
-	t.Run("kill -9 while polling, then resume", func(t *testing.T) {
-		dbPath := filepath.Join(t.TempDir(), "a.db")
-		wf := writeFile(t, "wf.yaml", workflowYAML(url, step{id: "research", tool: "simulate-research-query", idem: "at_most_once", args: "{topic: mcp}"}))
+	// Killed (SIGKILL) while it polls, then resumed: with encryption on,
+	// the resumed run reattaches the recorded session and asks about the
+	// same task (exactly one tools/call, one initialize); with encryption
+	// off the session id was never stored, the resume asks on a new
+	// session, and the reference server keeps its tasks per session: the
+	// task is lost, and the at_most_once call ends uncertain (exit 3),
+	// still sent once.
+	for _, mode := range []string{"sealed", "clear"} {
+		t.Run("kill -9 while polling, then resume/"+mode, func(t *testing.T) { killAndResumeTask(t, url, mode == "sealed") })
+	}
+}
+
+func killAndResumeTask(t *testing.T, url string, sealed bool) {
+	dbPath := filepath.Join(t.TempDir(), "a.db")
+	var keyEnv []string
+	if sealed {
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		k := base64.StdEncoding.EncodeToString(key)
+		keyEnv = []string{"MY_KEY=" + k, "AGENTCTL_KEY_K1=" + k}
+		t.Setenv("AGENTCTL_KEY_K1", k) // this process reads the sealed log too
+	}
+	command := func(ctx context.Context, args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, agentctlBin, args...)
+		cmd.Env = append(cliEnv(), keyEnv...)
+		return cmd
+	}
+	run := func(args ...string) (string, string, int) {
 		ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, agentctlBin, "run", wf, "--db", dbPath, "--output", "jsonl")
-		cmd.Env = cliEnv()
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
+		var out, errb bytes.Buffer
+		cmd := command(ctx, args...)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && (!errors.As(err, &ee) || ctx.Err() != nil) {
+			t.Fatalf("agentctl %s: %v\n%s", strings.Join(args, " "), err, errb.String())
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+	}
+	if sealed {
+		if _, stderr, code := run("db", "encryption", "enable", "--key-id", "k1", "--key-env", "MY_KEY", "--db", dbPath); code != 0 {
+			t.Fatalf("enable encryption exit %d: %s", code, stderr)
 		}
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		seen := false
-		for sc.Scan() { // each line is an event, printed after its commit
-			if strings.Contains(sc.Text(), `"call.task_status"`) {
-				seen = true
-				break
+	}
+	wf := writeFile(t, "wf.yaml", workflowYAML(url, step{id: "research", tool: "simulate-research-query", idem: "at_most_once", args: "{topic: mcp}"}))
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cmd := command(ctx, "run", wf, "--db", dbPath, "--output", "jsonl")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	seen := false
+	for sc.Scan() { // each line is an event, printed after its commit
+		if strings.Contains(sc.Text(), `"call.task_status"`) {
+			seen = true
+			break
+		}
+	}
+	_ = cmd.Process.Kill() // SIGKILL: no deferred code runs
+	_ = cmd.Wait()
+	if !seen {
+		t.Fatal("the run ended before a task status was recorded")
+	}
+	db := testkit.OpenDB(t, dbPath, events.Options{})
+	ids, err := projector.RunIDs(context.Background(), db)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("runs %v, %v", ids, err)
+	}
+	out, stderr, code := run("resume", ids[0], "--db", dbPath, "--output", "json")
+	want := map[bool]int{true: 0, false: 3}[sealed]
+	if code != want || (!sealed && !strings.Contains(stderr, "task_lost")) {
+		t.Fatalf("resume exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, want, out, stderr)
+	}
+	evs := runEvents(t, db, ids[0])
+	if n := len(frames(t, evs, "tools/call")); n != 1 {
+		t.Fatalf("%d tools/call frames, want 1", n)
+	}
+	initialize := map[bool]int{true: 1, false: 2}[sealed]
+	if n := len(frames(t, evs, "initialize")); n != initialize {
+		t.Fatalf("%d initialize frames, want %d", n, initialize)
+	}
+	log := strings.Join(describe(t, db, ids[0]), "\n")
+	end := map[bool]string{true: "run.finished succeeded", false: "run.finished uncertain"}[sealed]
+	if strings.Contains(log, "session.reattached") != sealed || !strings.Contains(log, end) {
+		t.Fatalf("log:\n%s", log)
+	}
+	if !sealed { // the session id, a bearer credential, is in no payload
+		var accepted projector.CallTaskAccepted
+		for _, e := range evs {
+			if e.Type == projector.TypeCallTaskAccepted {
+				if err := e.Decode(&accepted); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-		_ = cmd.Process.Kill() // SIGKILL: no deferred code runs
-		_ = cmd.Wait()
-		if !seen {
-			t.Fatal("the run ended before a task status was recorded")
+		if accepted.SessionID != "" || accepted.SessionIDDigest == "" {
+			t.Fatalf("call.task_accepted keeps session id %q (digest %q)", accepted.SessionID, accepted.SessionIDDigest)
 		}
-		db := testkit.OpenDB(t, dbPath, events.Options{})
-		ids, err := projector.RunIDs(context.Background(), db)
-		if err != nil || len(ids) != 1 {
-			t.Fatalf("runs %v, %v", ids, err)
-		}
-		out, stderr, code := agentctl(t, "resume", ids[0], "--db", dbPath, "--output", "json")
-		if code != 0 {
-			t.Fatalf("resume exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
-		}
-		evs := runEvents(t, db, ids[0])
-		if n := len(frames(t, evs, "tools/call")); n != 1 {
-			t.Fatalf("%d tools/call frames, want 1", n)
-		}
-		if n := len(frames(t, evs, "initialize")); n != 1 {
-			t.Fatalf("%d initialize frames, want 1 (resume reattaches)", n)
-		}
-		log := strings.Join(describe(t, db, ids[0]), "\n")
-		if !strings.Contains(log, "session.reattached") || !strings.Contains(log, "run.finished succeeded") {
-			t.Fatalf("log:\n%s", log)
-		}
-		if out, stderr, code := agentctl(t, "replay", ids[0], "--db", dbPath, "--output", "json"); code != 0 {
-			t.Fatalf("replay of the resumed run exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
-		}
-	})
+	}
+	if out, stderr, rcode := run("replay", ids[0], "--db", dbPath, "--output", "json"); rcode != code {
+		t.Fatalf("replay of the resumed run exit %d, resume's %d\nstdout:\n%s\nstderr:\n%s", rcode, code, out, stderr)
+	}
 }

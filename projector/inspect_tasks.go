@@ -17,16 +17,21 @@ type CallTaskView struct {
 	SessionIDDigest string           `json:"sessionIdDigest,omitempty"`
 	History         []TaskStatusView `json:"history"`
 	Polls           int              `json:"polls"`
-	Cancel          *CallTaskCancel  `json:"cancel,omitempty"`
+	// Folded counts the status changes seen but not recorded, beyond the
+	// call's bound on status records.
+	Folded int             `json:"folded,omitempty"`
+	Cancel *CallTaskCancel `json:"cancel,omitempty"`
 }
 
 // TaskStatusView is one recorded status; Polls is how many identical
-// tasks/get answers it stands for (0 for the CreateTaskResult's own).
+// tasks/get answers it stands for (0 for the CreateTaskResult's own), and
+// Folded how many changes before it were not recorded (the call's bound).
 type TaskStatusView struct {
 	Status        string `json:"status"`
 	StatusMessage string `json:"statusMessage,omitempty"`
 	Poll          int    `json:"poll"`
 	Polls         int    `json:"polls"`
+	Folded        int    `json:"folded,omitempty"`
 }
 
 // maxShownTaskID bounds the task ids inspect shows as they are.
@@ -65,8 +70,9 @@ func (tv taskViews) fold(e events.Event) error {
 			return err
 		}
 		if v := tv[p.EffectID]; v != nil {
-			v.History = append(v.History, TaskStatusView{Status: p.Status, StatusMessage: p.StatusMessage, Poll: p.Poll})
+			v.History = append(v.History, TaskStatusView{Status: p.Status, StatusMessage: p.StatusMessage, Poll: p.Poll, Folded: p.Folded})
 			v.Polls = max(v.Polls, p.Poll)
+			v.Folded += p.Folded
 		}
 	case TypeCallTaskCancel:
 		var p CallTaskCancel

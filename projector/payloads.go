@@ -111,6 +111,10 @@ type SessionOpened struct {
 	SessionIDDigest string          `json:"sessionIdDigest,omitempty"`
 	SourceRunID     string          `json:"sourceRunId,omitempty"`
 	SourceTaskID    string          `json:"sourceTaskId,omitempty"`
+	// TaskPoll: resume opened this session only to ask about an MCP task
+	// accepted on an earlier one whose id was not kept (encryption off); a
+	// replay, never interrupted, does not open it.
+	TaskPoll bool `json:"taskPoll,omitempty"`
 }
 
 // ToolInfo is one tool of a catalog as recorded (remote text is data only).
@@ -265,8 +269,11 @@ const (
 // CallTaskAccepted records the CreateTaskResult of a task-augmented
 // tools/call, committed with its response frame before the first tasks/get:
 // from here on the call is asked about, never resent. SessionID is the raw
-// MCP-Session-Id needed to reattach after a restart (a bearer credential:
-// only in this sealed payload; everything that shows it shows the digest).
+// MCP-Session-Id needed to reattach after a restart: a bearer credential,
+// written only when the database seals payloads (encryption on); in clear
+// only SessionIDDigest is kept, and resume asks about the task on a new
+// session. TaskID is the server's id redacted like any remote string
+// (TaskIDDigest is the digest of that form).
 type CallTaskAccepted struct {
 	EffectID        string          `json:"effectId"`
 	TaskID          string          `json:"taskId"`
@@ -285,16 +292,22 @@ type CallTaskAccepted struct {
 // CallTaskStatus is a change of the task's (status, statusMessage) seen by
 // tasks/get; identical answers are folded: Poll is the ordinal of the poll
 // that first showed it, so the polls it stands for are the next event's
-// Poll minus this one.
+// Poll minus this one. A call records a bounded number of changes (count
+// and text): Folded is how many changes before this one were seen but not
+// recorded because the bound was reached, and FramesOmitted says the
+// poll's frames were not kept (the call's poll frames reached their bound).
 type CallTaskStatus struct {
 	EffectID      string `json:"effectId"`
 	Status        string `json:"status"`
 	StatusMessage string `json:"statusMessage,omitempty"`
 	Poll          int    `json:"poll"`
+	Folded        int    `json:"folded,omitempty"`
+	FramesOmitted bool   `json:"framesOmitted,omitempty"`
 }
 
-// CallTaskCancel records a tasks/cancel (cause "user" or "input_required")
-// and what the server answered.
+// CallTaskCancel records a tasks/cancel (cause "user", "timeout": a
+// deadline bounding the task call, or "input_required") and what the
+// server answered.
 type CallTaskCancel struct {
 	EffectID  string `json:"effectId"`
 	Cause     string `json:"cause"`

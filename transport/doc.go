@@ -114,11 +114,14 @@
 // says the server advertises tasks for tools/call. The CreateTaskResult's
 // task id must be persisted before anything else: from then on the call is
 // asked about, never resent. [Session.PollTask] waits the server's
-// pollInterval (1s when absent, capped by Config.MaxPollInterval) between
-// tasks/get; [Session.TaskResult] returns the tool's result exactly as
-// tools/call would; [Session.CancelTask] sends tasks/cancel. After a
-// restart, [Client.Reattach] binds the recorded [Session.SessionID] (a
-// bearer credential: store it sealed) without a new initialize. [TaskLost]
+// pollInterval (1s when absent or malformed, capped by
+// Config.MaxPollInterval) between tasks/get; [Session.TaskResult] returns
+// the tool's result exactly as tools/call would (one whose _meta
+// related-task names another task is malformed); [Session.CancelTask]
+// sends tasks/cancel. A task id is remote text: keep or print
+// [Task.RedactedID]. After a restart, [Client.Reattach] binds the recorded
+// [Session.SessionID] (a bearer credential: store it only sealed) without a
+// new initialize; any session may ask about a task the server lets it reach. [TaskLost]
 // says a poll found the task (or its session: 404) gone, which is ambiguous
 // for the call; [PollAgain] says the poll may simply be repeated. A
 // JSON-RPC -32042 is classified by [URLElicitationHosts].

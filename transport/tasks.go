@@ -71,7 +71,13 @@ func (s TaskStatus) valid() bool {
 // Task is the server's view of one task (CreateTaskResult.task, and the
 // result of tasks/get and tasks/cancel). Remote text is data, redacted.
 type Task struct {
-	ID            string
+	// ID is the server's task id as sent: what tasks/get, tasks/result and
+	// tasks/cancel must name. It is remote text that may hold a secret:
+	// keep or print RedactedID instead.
+	ID string
+	// RedactedID is ID with every secret value scrubbed, as any remote
+	// string agentctl keeps or prints (ID itself unless it holds one).
+	RedactedID    string
 	Status        TaskStatus
 	StatusMessage string
 	CreatedAt     string
@@ -237,13 +243,59 @@ func (s *Session) CancelTask(ctx context.Context, taskID string, sink Sink) (*Ta
 // JSON-RPC error is the underlying call's error, except -32602, which says
 // the task is unknown or expired (TaskLost). It blocks on the server until
 // the task is terminal: call it once tasks/get said completed or failed.
+//
+// A result whose _meta "io.modelcontextprotocol/related-task" names
+// another task (or is not an object with a string taskId) belongs to no
+// question asked: it is KindMalformed, like any answer that breaks the
+// protocol after the task may have run.
 func (s *Session) TaskResult(ctx context.Context, taskID string, sink Sink) (*CallResult, error) {
 	id := s.newID()
 	m, err := s.roundTrip(ctx, methodTasksResult, map[string]any{"taskId": taskID}, sink, id)
 	if err != nil {
 		return nil, err
 	}
-	return s.callResult(methodTasksResult, m.Result, id)
+	res, err := s.callResult(methodTasksResult, m.Result, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := relatedTask(m.Result, taskID); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// RelatedTaskKey is the _meta member by which a task's messages name
+// their task (MCP 2025-11-25).
+const RelatedTaskKey = "io.modelcontextprotocol/related-task"
+
+// relatedTask checks the related-task _meta of a tasks/result answer
+// about want: absent is accepted (the request already names the task);
+// present, it must name want.
+func relatedTask(result json.RawMessage, want string) error {
+	var r struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return nil // callResult already checked the object
+	}
+	raw, ok := r.Meta[RelatedTaskKey]
+	if !ok {
+		return nil
+	}
+	var rt struct {
+		TaskID *string `json:"taskId"`
+	}
+	bad := func(msg string) error {
+		return &Error{Op: methodTasksResult, Kind: KindMalformed, Sent: true,
+			Err: fmt.Errorf("%w: result _meta %q %s", errMalformed, RelatedTaskKey, msg)}
+	}
+	switch {
+	case strictUnmarshal(raw, &rt) != nil || len(raw) == 0 || raw[0] != '{' || rt.TaskID == nil:
+		return bad("is not an object with a string taskId")
+	case *rt.TaskID != want:
+		return bad(fmt.Sprintf("names task %s, not the task asked about (%s)", TaskIDDigest(*rt.TaskID), TaskIDDigest(want)))
+	}
+	return nil
 }
 
 // PollTask waits the task's pollInterval (1s when the server gave none,
@@ -293,14 +345,16 @@ func (s *Session) waitPoll(ctx context.Context, d time.Duration) error {
 
 // wireTask is a Task as sent: TTL may be null (unlimited).
 type wireTask struct {
-	TaskID        *string         `json:"taskId"`
-	Status        TaskStatus      `json:"status"`
-	StatusMessage string          `json:"statusMessage"`
-	CreatedAt     string          `json:"createdAt"`
-	LastUpdatedAt string          `json:"lastUpdatedAt"`
-	TTL           *float64        `json:"ttl"`
-	PollInterval  *float64        `json:"pollInterval"`
-	Meta          json.RawMessage `json:"_meta"`
+	TaskID        *string    `json:"taskId"`
+	Status        TaskStatus `json:"status"`
+	StatusMessage string     `json:"statusMessage"`
+	CreatedAt     string     `json:"createdAt"`
+	LastUpdatedAt string     `json:"lastUpdatedAt"`
+	TTL           *float64   `json:"ttl"`
+	// PollInterval is read leniently (pollMillis): a malformed suggestion
+	// is ignored, not a reason to throw the task away.
+	PollInterval json.RawMessage `json:"pollInterval"`
+	Meta         json.RawMessage `json:"_meta"`
 }
 
 // parseTask reads a task object; want, when not "", is the id asked about.
@@ -323,9 +377,21 @@ func (s *Session) parseTask(op string, raw json.RawMessage, want string) (*Task,
 		return nil, bad("unknown status %q", truncate(string(w.Status), 64))
 	}
 	red := s.c.red
-	return &Task{ID: *w.TaskID, Status: w.Status, StatusMessage: red.cut(w.StatusMessage, 1024),
+	return &Task{ID: *w.TaskID, RedactedID: red.string(*w.TaskID), Status: w.Status, StatusMessage: red.cut(w.StatusMessage, 1024),
 		CreatedAt: truncate(w.CreatedAt, 64), LastUpdatedAt: truncate(w.LastUpdatedAt, 64),
-		TTL: millis(w.TTL), PollInterval: millis(w.PollInterval), Raw: red.json(raw)}, nil
+		TTL: millis(w.TTL), PollInterval: pollMillis(w.PollInterval), Raw: red.json(raw)}, nil
+}
+
+// pollMillis reads a task's pollInterval: a number of milliseconds, or 0
+// (PollTask's default interval) when absent, null or malformed (a string,
+// an object, a negative or absurd number). It is a suggestion: a server
+// that spells it badly still answered a valid task.
+func pollMillis(raw json.RawMessage) time.Duration {
+	var v float64
+	if !present(raw) || json.Unmarshal(raw, &v) != nil {
+		return 0
+	}
+	return millis(&v)
 }
 
 // millis turns a count of milliseconds into a Duration; absent, null,

@@ -30,7 +30,8 @@ type recSession struct {
 	// tools/call (read from the recorded response frame).
 	toolCallTasks bool
 	// abandoned: the process ended before the session was ready (its
-	// catalog); resume opened another, and a replay skips this one.
+	// catalog), and resume opened another; or resume opened it only to
+	// ask about a task (taskPoll). A replay skips it.
 	abandoned bool
 	// relists are the tools/list sent again after
 	// notifications/tools/list_changed, in order; listMark is where the
@@ -432,6 +433,9 @@ func (ix *indexer) sessionOpened(e events.Event) error {
 	s := ix.src.session(p.Remote, p.Generation)
 	s.opened = &p
 	ix.unsettle(s) // until its catalog arrives
+	if p.TaskPoll {
+		s.abandoned = true // only the source's resume needed it
+	}
 	return nil
 }
 

@@ -19,8 +19,11 @@ import (
 type replayedError struct {
 	msg string
 	err error
-	// ctxEnded: the source saw this failure because its context ended.
-	ctxEnded bool
+	// ctxEnded: the source saw this failure because its context ended;
+	// cancelCause is then the cause its tasks/cancel recorded ("user" or
+	// "timeout"), "" when none was.
+	ctxEnded    bool
+	cancelCause string
 }
 
 func (e *replayedError) Error() string { return e.msg }

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,7 +57,7 @@ func (s *replaySession) CallToolTask(ctx context.Context, req transport.CallRequ
 	case send.task != nil:
 		a := send.task.accepted
 		s.src.tasks[s.remote+"\x00"+a.TaskID] = send.task
-		return &transport.TaskCall{ID: a.JSONRPCID, Task: &transport.Task{ID: a.TaskID, Status: transport.TaskStatus(a.Status),
+		return &transport.TaskCall{ID: a.JSONRPCID, Task: &transport.Task{ID: a.TaskID, RedactedID: a.TaskID, Status: transport.TaskStatus(a.Status),
 			StatusMessage: a.StatusMessage, TTL: time.Duration(a.TTLMs) * time.Millisecond,
 			PollInterval: time.Duration(a.PollIntervalMs) * time.Millisecond}}, nil
 	case send.result != nil:
@@ -122,8 +123,13 @@ func (s *replaySession) PollTask(ctx context.Context, t *transport.Task, sink tr
 		}
 		next := &transport.Task{ID: t.ID, Status: t.Status, StatusMessage: t.StatusMessage, PollInterval: t.PollInterval, TTL: t.TTL}
 		if p := st.status; p != nil {
+			folded := p.Folded
 			for rt.polls+1 < p.Poll { // the polls the source folded before this change
 				rt.polls++
+				if folded > 0 { // a change the source saw beyond its bounds: only counted
+					next = foldedStatus(t, folded)
+					folded--
+				}
 				if observe != nil {
 					if err := observe(next); err != nil {
 						return next, err
@@ -147,6 +153,21 @@ func (s *replaySession) PollTask(ctx context.Context, t *transport.Task, sink tr
 	}
 	return t, nil
 }
+
+// foldedStatus stands for the n-th last change a source saw but did not
+// record (beyond the call's bounds): a working status unlike the others
+// and marked (foldedRaw) so that it is counted as a change but never
+// recorded, as in the source.
+func foldedStatus(t *transport.Task, n int) *transport.Task {
+	return &transport.Task{ID: t.ID, Status: transport.TaskWorking, StatusMessage: fmt.Sprintf("folded change %d", n),
+		PollInterval: t.PollInterval, TTL: t.TTL, Raw: foldedRaw}
+}
+
+// foldedRaw marks a foldedStatus (statusFits never records one): no
+// server's task object is a NUL byte.
+var foldedRaw = json.RawMessage("\x00folded")
+
+func isFolded(t *transport.Task) bool { return bytes.Equal(t.Raw, foldedRaw) }
 
 // GetTask answers a tasks/get outside polling (after a refused
 // tasks/cancel) from its recorded response.
@@ -210,16 +231,22 @@ func (s *replaySession) CancelTask(ctx context.Context, taskID string, sink tran
 func (s *taskStep) failure(op string) error {
 	ce := s.callErr
 	te := &transport.Error{Op: op, Kind: transport.Kind(ce.Kind), Status: ce.Status, Code: ce.Code, Sent: true}
-	return &replayedError{msg: ce.Message, err: te, ctxEnded: fsm.Trigger(s.trigger) == fsm.Cancel}
+	return &replayedError{msg: ce.Message, err: te, ctxEnded: fsm.Trigger(s.trigger) == fsm.Cancel, cancelCause: s.cancelCause}
 }
 
 // replayedCtxEnd reports whether err is a recorded failure that the
 // source saw because its context ended (the user's cancel or a deadline),
-// and whether that was a cancel: a replay's own context never ends.
+// and whether that was the user's cancel: a replay's own context never
+// ends. The cause its tasks/cancel recorded decides (a log written before
+// deadlines had their own cause says "user" for both, and its call ended
+// cancelled); without one, the failure's kind.
 func replayedCtxEnd(err error) (ended, cancelled bool) {
 	var re *replayedError
 	if !errors.As(err, &re) || !re.ctxEnded {
 		return false, false
+	}
+	if re.cancelCause != "" {
+		return true, re.cancelCause == "user"
 	}
 	return true, transport.KindOf(err) == transport.KindCancelled
 }

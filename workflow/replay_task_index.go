@@ -41,7 +41,10 @@ type taskStep struct {
 	result  *projector.CallResult
 	callErr *projector.CallError
 	trigger string // the transition fired on callErr
-	cancel  *projector.CallTaskCancel
+	// cancelCause: a poll ended by the source's cancel or deadline
+	// (trigger cancel), the cause of the tasks/cancel that followed.
+	cancelCause string
+	cancel      *projector.CallTaskCancel
 	// interrupted: the process ended before its outcome was committed
 	// (run.resumed followed). Resume asked again; a replay, which is not
 	// interrupted, skips it and answers from the request that followed.
@@ -182,6 +185,14 @@ func (ix *indexer) callTaskCancel(e events.Event) error {
 		t.steps = append(t.steps, s)
 	}
 	s.cancel = &p
+	for i := len(t.steps) - 2; i >= 0; i-- { // the poll whose end asked for it
+		if prev := t.steps[i]; prev.callErr != nil && fsm.Trigger(prev.trigger) == fsm.Cancel {
+			prev.cancelCause = p.Cause
+			break
+		} else if !prev.interrupted {
+			break
+		}
+	}
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"time"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/fsm"
@@ -187,7 +186,7 @@ func ReconcileHint(effectID string) string {
 func (rn *run) runTask(ctx context.Context, t spec.TaskSpec) (any, *Error) {
 	if t.TimeoutSeconds > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(t.TimeoutSeconds)*time.Second)
+		ctx, cancel = withTaskTimeout(ctx, t.ID, t.TimeoutSeconds)
 		defer cancel()
 	}
 	out, fail, next := rn.decideTask(ctx, t)

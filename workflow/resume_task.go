@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentctl/agentctl/events"
@@ -17,9 +18,13 @@ import (
 // status change seen.
 type loggedTask struct {
 	accepted projector.CallTaskAccepted
-	status   string // last recorded status
-	message  string // and its statusMessage
-	lastPoll int    // ordinal of the poll that recorded it
+	at       time.Time // when call.task_accepted was committed
+	status   string    // last recorded status
+	message  string    // and its statusMessage
+	lastPoll int       // ordinal of the poll that recorded it
+	// records and bytes count the call.task_status of the task and their
+	// text, which the call's bounds go on counting (task_bounds.go).
+	records, bytes int
 }
 
 // foldTask folds call.task_accepted and call.task_status into the call.
@@ -31,7 +36,11 @@ func (l *runLog) foldTask(e events.Event) error {
 			return err
 		}
 		if c := l.calls[p.EffectID]; c != nil {
-			c.task = &loggedTask{accepted: p, status: p.Status, message: p.StatusMessage}
+			at, err := time.Parse(time.RFC3339Nano, e.CreatedAt)
+			if err != nil {
+				return fmt.Errorf("call.task_accepted at seq %d: created_at %q: %w", e.Seq, e.CreatedAt, err)
+			}
+			c.task = &loggedTask{accepted: p, at: at, status: p.Status, message: p.StatusMessage}
 			c.result = nil // a result now comes from tasks/result
 		}
 	case projector.TypeCallTaskStatus:
@@ -41,30 +50,35 @@ func (l *runLog) foldTask(e events.Event) error {
 		}
 		if c := l.calls[p.EffectID]; c != nil && c.task != nil {
 			c.task.status, c.task.message, c.task.lastPoll = p.Status, p.StatusMessage, p.Poll
+			c.task.records++
+			c.task.bytes += statusBytes(transport.TaskStatus(p.Status), p.StatusMessage)
 		}
 	}
 	return nil
 }
 
 // resumeTask carries on a call whose task was accepted before the process
-// ended: a result already in the log concludes it; otherwise the recorded
-// session is reattached (its MCP-Session-Id, no initialize) and the same
-// task is asked about again, which is never a resend, so it is legal for
-// every class. A task the server no longer knows (or a 404 for the
-// session) is lost: the class rules decide (pollTask).
+// ended: a result already in the log concludes it; otherwise the same task
+// is asked about again, which is never a resend, so it is legal for every
+// class: on the recorded session (its MCP-Session-Id, no initialize) when
+// the log kept it sealed, else on a new session (only its digest was
+// kept). A task the server no longer knows there (or a 404 for the
+// session) is lost: the class rules decide (pollTask). The task call's
+// deadline still counts from the recorded CreateTaskResult.
 func (c *call) resumeTask(ctx context.Context, lc *loggedCall) (any, error) {
 	if lc.task == nil {
 		return nil, fmt.Errorf("call %s is %s but its call.task_accepted is not in the log", c.effectID, c.m.State)
 	}
 	lt := lc.task
-	c.taskID, c.polls, c.lastStatus = lt.accepted.TaskID, lt.lastPoll, lt.status+"\x00"+lt.message
+	c.taskID, c.taskShown, c.polls, c.lastStatus = lt.accepted.TaskID, lt.accepted.TaskID, lt.lastPoll, lt.status+"\x00"+lt.message
+	c.tb = taskBounds{start: lt.at, ttl: time.Duration(lt.accepted.TTLMs) * time.Millisecond, records: lt.records, bytes: lt.bytes}
 	if lc.result != nil { // tasks/result reached the log: conclude, never ask again
 		c.viaTask = true
 		return c.conclude(ctx, *lc.result)
 	}
-	rs, err := c.rn.reattach(ctx, c, lt)
+	rs, err := c.rn.pollSession(ctx, c, lt)
 	if err != nil {
-		f := &callFailure{kind: transport.KindUnsupported, msg: fmt.Sprintf("call %s: reattach to session %s of %q to poll task %s: %v",
+		f := &callFailure{kind: transport.KindUnsupported, msg: fmt.Sprintf("call %s: reach session %s of %q to poll task %s: %v",
 			c.effectID, lt.accepted.SessionIDDigest, c.remote, c.taskRef(), err)}
 		c.lastErr = f
 		c.rn.pending = append(c.rn.pending, c.errorRecord(f))
@@ -75,27 +89,45 @@ func (c *call) resumeTask(ctx context.Context, lc *loggedCall) (any, error) {
 	}
 	c.rs, c.gen = rs, rs.gen
 	ts := c.taskSession()
+	if ts == nil {
+		return nil, fmt.Errorf("call %s: remote %q: the session speaks no tasks", c.effectID, c.remote)
+	}
 	switch c.m.State {
 	case fsm.InputRequired:
 		return c.cancelTask(ctx, ts, "input_required", lt.message)
 	case fsm.Cancelling:
+		if strings.HasPrefix(c.reason, ReasonTaskDeadline+": ") {
+			return c.cancelTask(ctx, ts, "timeout", "")
+		}
 		c.cancelled = true
 		return c.cancelTask(ctx, ts, "user", "")
 	}
 	if _, err := c.fire(fsm.FailAmbiguous, ReasonInterrupted, false); err != nil {
 		return nil, err
 	}
-	t := &transport.Task{ID: lt.accepted.TaskID, Status: transport.TaskWorking, StatusMessage: lt.message,
+	// From the last status recorded, as the ended process would have gone
+	// on: polling while working, tasks/result once completed or failed.
+	t := &transport.Task{ID: lt.accepted.TaskID, RedactedID: lt.accepted.TaskID, Status: transport.TaskStatus(lt.status), StatusMessage: lt.message,
 		PollInterval: time.Duration(lt.accepted.PollIntervalMs) * time.Millisecond}
 	return c.pollTask(ctx, ts, t)
+}
+
+// pollSession is the session a resumed call polls its task on: the
+// recorded one reattached when its id was kept (sealed), else a new
+// session of its own (the next generation, session.opened marked
+// taskPoll), its catalog committed before the first poll.
+func (rn *run) pollSession(ctx context.Context, c *call, lt *loggedTask) (*remoteState, error) {
+	if lt.accepted.SessionID != "" {
+		return rn.reattach(ctx, c, lt)
+	}
+	rn.sessMu.Lock()
+	defer rn.sessMu.Unlock()
+	return rn.openWith(ctx, c.remote, c.task.ID, c.attempt, false, true)
 }
 
 // reattach binds the recorded session of lt without a new initialize and
 // records session.reattached; the session is closed when the run ends.
 func (rn *run) reattach(ctx context.Context, c *call, lt *loggedTask) (*remoteState, error) {
-	if lt.accepted.SessionID == "" {
-		return nil, errors.New("no session id was recorded")
-	}
 	conn, err := rn.conn(c.remote)
 	if err != nil {
 		return nil, err

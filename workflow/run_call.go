@@ -50,7 +50,7 @@ type call struct {
 
 	// MCP tasks (run_call_task.go): useTask says the call goes out as a
 	// task with ttl; taskID is the accepted task, polls the tasks/get sent,
-	// lastStatus the last recorded (status, message), viaTask that the
+	// lastStatus the last (status, message) seen, viaTask that the
 	// result came from tasks/result.
 	useTask    bool
 	ttl        time.Duration
@@ -58,6 +58,10 @@ type call struct {
 	polls      int
 	lastStatus string
 	viaTask    bool
+	// taskShown is taskID as kept and printed (redacted); tb the task
+	// call's bounds (task_bounds.go).
+	taskShown string
+	tb        taskBounds
 }
 
 // callFailure is a definitive failure decided by agentctl itself. err,

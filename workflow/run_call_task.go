@@ -134,13 +134,22 @@ func urlElicitation(err error) (string, bool) {
 
 // accepted commits the CreateTaskResult (call.task_accepted, the held
 // response frame and the accepted transition, in one transaction) and then
-// polls the task.
+// polls the task. The raw session id, a bearer credential, is recorded
+// only when the log seals it; the task id only as redacted.
 func (c *call) accepted(ctx context.Context, ts TaskSession, tc *transport.TaskCall) (any, error) {
 	t := tc.Task
-	c.taskID, c.polls = t.ID, 0
-	p := projector.CallTaskAccepted{EffectID: c.effectID, TaskID: t.ID, TaskIDDigest: transport.TaskIDDigest(t.ID), SessionID: ts.SessionID(),
+	shown := t.RedactedID
+	if shown == "" {
+		shown = t.ID
+	}
+	c.taskID, c.taskShown, c.polls = t.ID, shown, 0
+	c.tb = taskBounds{start: time.Now(), ttl: t.TTL}
+	p := projector.CallTaskAccepted{EffectID: c.effectID, TaskID: shown, TaskIDDigest: transport.TaskIDDigest(shown),
 		SessionIDDigest: c.rs.sess.Info().IDDigest, Remote: c.remote, Generation: c.gen, Status: string(t.Status), StatusMessage: t.StatusMessage,
 		TTLMs: t.TTL.Milliseconds(), PollIntervalMs: t.PollInterval.Milliseconds(), JSONRPCID: tc.ID}
+	if c.rn.r.DB.Encryption().Enabled {
+		p.SessionID = ts.SessionID()
+	}
 	c.rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallTaskAccepted, Payload: p})
 	c.lastStatus = statusKey(t)
 	if _, err := c.fire(fsm.TaskAccepted, "", false); err != nil {
@@ -154,9 +163,15 @@ func statusKey(t *transport.Task) string { return string(t.Status) + "\x00" + t.
 // pollTask asks about the recorded task until it ends, then fetches its
 // result (validated exactly like a direct result) or ends the call as the
 // machine decides. Only status changes are recorded (call.task_status,
-// with the frames of the poll that saw them); identical polls are folded.
+// with the frames of the poll that saw them), within the call's bounds;
+// identical polls are folded, and so are changes beyond the bounds
+// (task_bounds.go). The whole of it is bounded in time: the task call's
+// deadline (or the task's timeoutSeconds) ends it uncertain, after
+// tasks/cancel; the user's cancel ends it cancelled.
 func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) (any, error) {
 	rn := c.rn
+	pctx, stop := c.boundTask(ctx)
+	defer stop()
 	var held []events.Record
 	pollSink := func(_ context.Context, f transport.Frame) error {
 		if f.Kind == replayedKind { // a replay's reference to the poll's recorded frames
@@ -178,14 +193,22 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 		frames := held
 		held = nil
 		working := c.m.State == fsm.Accepted && next.Status == transport.TaskWorking
-		if statusKey(next) == c.lastStatus && !working {
+		changed := statusKey(next) != c.lastStatus
+		if changed {
+			c.lastStatus, c.tb.seen, c.tb.seenPoll = statusKey(next), *next, c.polls
+		}
+		record := changed && c.statusFits(next)
+		if changed && !record {
+			c.tb.folded++ // beyond the call's bounds: counted, recorded with the next record
+		}
+		if !record && !working {
 			return nil // folded: the next change's poll ordinal counts it
 		}
-		rn.pending = append(rn.pending, frames...)
-		if statusKey(next) != c.lastStatus {
-			c.lastStatus = statusKey(next)
-			rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallTaskStatus,
-				Payload: projector.CallTaskStatus{EffectID: c.effectID, Status: string(next.Status), StatusMessage: next.StatusMessage, Poll: c.polls}})
+		kept := c.keepFrames(frames)
+		rn.pending = append(rn.pending, kept...)
+		if record {
+			c.recordStatus(next.Status, next.StatusMessage, c.polls, c.tb.folded, len(kept) == 0)
+			c.tb.folded = 0
 		}
 		if working { // the first poll that finds it working: accepted → polling
 			_, err := c.fire(fsm.TaskWorking, "", false)
@@ -195,7 +218,7 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 	}
 	failures := 0
 	for {
-		last, err := ts.PollTask(ctx, t, pollSink, observe)
+		last, err := ts.PollTask(pctx, t, pollSink, observe)
 		held = nil
 		if last != nil {
 			t = last
@@ -203,7 +226,7 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 		if err == nil {
 			switch t.Status {
 			case transport.TaskCompleted, transport.TaskFailed:
-				res, rerr := ts.TaskResult(ctx, t.ID, rn.frameSink(c.stream(), c.frameBase(), true))
+				res, rerr := ts.TaskResult(pctx, t.ID, rn.frameSink(c.stream(), c.frameBase(), true))
 				if rerr == nil {
 					c.viaTask = true
 					return c.complete(ctx, res)
@@ -222,18 +245,25 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 		if err == nil {
 			continue
 		}
+		err = deadlineErr(pctx, err)
+		ended, cancelled := replayedCtxEnd(err) // a replay's context never ends: its source's did
+		repoll := pctx.Err() == nil && !ended && !isDivergence(err) && !transport.TaskLost(err) &&
+			transport.PollAgain(err) && failures+1 < maxPollFailures
+		if !repoll {
+			c.flushFolded() // polling ends: the changes folded since the last record are counted
+		}
 		c.lastErr = err
 		rn.pending = append(rn.pending, c.errorRecord(err))
-		ended, cancelled := replayedCtxEnd(err) // a replay's context never ends: its source's did
 		switch {
-		case ctx.Err() != nil || ended:
+		case pctx.Err() != nil || ended:
+			cause := "timeout" // a deadline: the call may have run, it ends uncertain
 			if errors.Is(ctx.Err(), context.Canceled) || cancelled {
-				c.cancelled = true
+				c.cancelled, cause = true, "user"
 			}
 			if _, ferr := c.fire(fsm.Cancel, err.Error(), false); ferr != nil {
 				return nil, errors.Join(err, ferr)
 			}
-			return c.cancelTask(ctx, ts, "user", "")
+			return c.cancelTask(ctx, ts, cause, "")
 		case isDivergence(err): // a replay asked what its source never did (call.error pending)
 			if _, ferr := c.fire(fsm.FailDefinitive, err.Error(), false); ferr != nil {
 				return nil, errors.Join(err, ferr)
@@ -256,7 +286,7 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 				return nil, err
 			}
 			return c.send(ctx) // a new task: the class allows it, once
-		case transport.PollAgain(err) && failures+1 < maxPollFailures:
+		case repoll:
 			failures++
 			if _, ferr := c.fire(fsm.FailAmbiguous, err.Error(), false); ferr != nil {
 				return nil, errors.Join(err, ferr)
@@ -319,7 +349,16 @@ func (c *call) cancelTask(ctx context.Context, ts TaskSession, cause, statusMess
 		}
 		return outcome(fsm.FailPossiblyExecuted, statusMessage, errors.New(msg))
 	}
+	// A deadline, not the user, asked for the cancel: the task may have
+	// run, so however the server answers the call ends uncertain.
+	deadline := func(what string) (any, error) {
+		detail := fmt.Sprintf("%s; tasks/cancel %s", c.deadlineText(), what)
+		return outcome(fsm.FailPossiblyExecuted, detail, fmt.Errorf("task %s: %s (the task may have run)", c.taskRef(), detail))
+	}
 	if rec.Confirmed {
+		if cause == "timeout" {
+			return deadline("confirmed")
+		}
 		return outcome(fsm.TaskCancelled, "", fmt.Errorf("task %s cancelled: %w", c.taskRef(), context.Canceled))
 	}
 	if isDivergence(err) { // a replay: cancelling, so not confirmed
@@ -340,6 +379,9 @@ func (c *call) cancelTask(ctx context.Context, ts TaskSession, cause, statusMess
 					return nil, c.failDefinitive(cctx, rerr)
 				}
 			case transport.TaskCancelled:
+				if cause == "timeout" {
+					return deadline("refused, the task is cancelled")
+				}
 				return outcome(fsm.TaskCancelled, "", fmt.Errorf("task %s cancelled: %w", c.taskRef(), context.Canceled))
 			}
 		}
@@ -348,16 +390,32 @@ func (c *call) cancelTask(ctx context.Context, ts TaskSession, cause, statusMess
 	if err != nil {
 		detail += ": " + err.Error()
 	}
+	if cause == "timeout" {
+		return deadline(strings.TrimPrefix(detail, "tasks/cancel "))
+	}
 	return outcome(fsm.FailPossiblyExecuted, detail, fmt.Errorf("task %s: %s", c.taskRef(), detail))
 }
 
-// taskRef names the task for messages: its id when short and plain, else
-// its digest (remote text is not printed).
-func (c *call) taskRef() string {
-	if len(c.taskID) <= 64 && isPlainID(c.taskID) {
-		return c.taskID
+// deadlineText is the failure by which a deadline ended the task call, as
+// recorded (its reason, after a resume).
+func (c *call) deadlineText() string {
+	if c.lastErr != nil {
+		return c.lastErr.Error()
 	}
-	return transport.TaskIDDigest(c.taskID)
+	return c.reason
+}
+
+// taskRef names the task for messages: its id, redacted, when short and
+// plain, else the digest of that (remote text is not printed).
+func (c *call) taskRef() string {
+	id := c.taskShown
+	if id == "" {
+		id = c.taskID
+	}
+	if len(id) <= 64 && isPlainID(id) {
+		return id
+	}
+	return transport.TaskIDDigest(id)
 }
 
 func isPlainID(s string) bool {

@@ -244,6 +244,13 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 // the failure it records); other lanes using the session commit nothing
 // before that one (attach).
 func (rn *run) open(ctx context.Context, remote, taskID string, attempt int, deferCatalog bool) (*remoteState, error) {
+	return rn.openWith(ctx, remote, taskID, attempt, deferCatalog, false)
+}
+
+// openWith is open; with taskPoll the session is the resumed call's own,
+// opened only to ask about its task (session.opened says so), and never
+// becomes the run's session with the remote.
+func (rn *run) openWith(ctx context.Context, remote, taskID string, attempt int, deferCatalog, taskPoll bool) (*remoteState, error) {
 	conn, err := rn.conn(remote)
 	if err != nil {
 		return nil, err
@@ -264,7 +271,7 @@ func (rn *run) open(ctx context.Context, remote, taskID string, attempt int, def
 	rn.mu.Unlock()
 	info := sess.Info()
 	opened := projector.SessionOpened{Remote: remote, URL: rn.wf.Spec.MCPServers[remote].Endpoint(), Generation: gen, TaskID: taskID,
-		ProtocolVersion: info.ProtocolVersion, ServerInfo: info.ServerInfo, SessionIDDigest: info.IDDigest}
+		ProtocolVersion: info.ProtocolVersion, ServerInfo: info.ServerInfo, SessionIDDigest: info.IDDigest, TaskPoll: taskPoll}
 	if rec, ok := sess.(Recorded); ok {
 		opened.SourceRunID, opened.SourceTaskID = rec.SourceRunID(), rec.SourceTaskID()
 	}
@@ -288,9 +295,11 @@ func (rn *run) open(ctx context.Context, remote, taskID string, attempt int, def
 		return nil, err
 	}
 	rs.catalog = cat
-	rn.mu.Lock()
-	rn.remotes[remote] = rs
-	rn.mu.Unlock()
+	if !taskPoll {
+		rn.mu.Lock()
+		rn.remotes[remote] = rs
+		rn.mu.Unlock()
+	}
 	return rs, nil
 }
 

@@ -89,39 +89,50 @@ func TestCLI_ReplayTaskRun(t *testing.T) {
 }
 
 // TestCLI_ReplayResumedTaskRun: a run killed while it polled its task and
-// then resumed (reattached session, same task) replays from its log: the
-// outcome and outputs of the resumed run, the source's call events but
-// the resume's, no request to the server, the same call events twice.
+// then resumed (same task: on the reattached session with encryption on,
+// on a new session of its own with encryption off) replays from its log:
+// the outcome and outputs of the resumed run, the source's call events but
+// the resume's, no request to the server, the same call events twice; the
+// replay opens one session and reattaches none.
 func TestCLI_ReplayResumedTaskRun(t *testing.T) {
-	for _, idem := range []string{"at_most_once", "idempotent"} {
-		t.Run(idem, func(t *testing.T) {
-			srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 4, PollInterval: 10}}, researchTool())
-			db := t.TempDir() + "/a.db"
-			runID := crashRun(t, db, researchWorkflow(t, srv.URL, idem), "call.transition accepted->polling")
-			code, data, stderr := resumeJSON(t, db, runID)
-			if code != 0 || data["state"] != "succeeded" {
-				t.Fatalf("resume exit %d, data %v\n%s", code, data, stderr)
-			}
-			before := len(srv.Stats().Requests)
-			code, repID, rep := replayCLI(t, db, runID)
-			if code != 0 || rep["state"] != "succeeded" || data["outputs"] == nil || !equalJSON(rep["outputs"], data["outputs"]) {
-				t.Fatalf("replay exit %d: %v, source %v", code, rep, data)
-			}
-			// The replay does not crash: its call events are the source's
-			// without the resume's polling->polling (interrupted), and it
-			// reattaches nothing.
-			want := slices.DeleteFunc(callEvents(t, db, runID), func(l string) bool { return l == "call.transition polling->polling" })
-			if got := callEvents(t, db, repID); !slices.Equal(got, want) || slices.Contains(describe(t, db, repID), "session.reattached") {
-				t.Fatalf("replay call events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-			}
-			_, repID2, _ := replayCLI(t, db, runID)
-			if a, b := callEvents(t, db, repID), callEvents(t, db, repID2); !slices.Equal(a, b) {
-				t.Fatalf("two replays differ:\n%v\n%v", a, b)
-			}
-			if n := len(srv.Stats().Requests); n != before {
-				t.Fatalf("the server saw %d requests during the replays", n-before)
-			}
-		})
+	for _, mode := range []string{"sealed", "clear"} {
+		for _, idem := range []string{"at_most_once", "idempotent"} {
+			t.Run(mode+"/"+idem, func(t *testing.T) { replayResumedTaskRun(t, idem, mode == "sealed") })
+		}
+	}
+}
+
+func replayResumedTaskRun(t *testing.T, idem string, sealed bool) {
+	srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 4, PollInterval: 10, Shared: !sealed}}, researchTool())
+	db := t.TempDir() + "/a.db"
+	if sealed {
+		sealDB(t, db)
+	}
+	runID := crashRun(t, db, researchWorkflow(t, srv.URL, idem), "call.transition accepted->polling")
+	code, data, stderr := resumeJSON(t, db, runID)
+	if code != 0 || data["state"] != "succeeded" {
+		t.Fatalf("resume exit %d, data %v\n%s", code, data, stderr)
+	}
+	before := len(srv.Stats().Requests)
+	code, repID, rep := replayCLI(t, db, runID)
+	if code != 0 || rep["state"] != "succeeded" || data["outputs"] == nil || !equalJSON(rep["outputs"], data["outputs"]) {
+		t.Fatalf("replay exit %d: %v, source %v", code, rep, data)
+	}
+	// The replay does not crash: its call events are the source's
+	// without the resume's polling->polling (interrupted), and it
+	// reattaches nothing.
+	want := slices.DeleteFunc(callEvents(t, db, runID), func(l string) bool { return l == "call.transition polling->polling" })
+	repLog := describe(t, db, repID)
+	if got := callEvents(t, db, repID); !slices.Equal(got, want) || slices.Contains(repLog, "session.reattached") ||
+		len(slices.DeleteFunc(slices.Clone(repLog), func(l string) bool { return l != "session.opened" })) != 1 {
+		t.Fatalf("replay call events:\n%s\nwant:\n%s\nreplay log:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), strings.Join(repLog, "\n"))
+	}
+	_, repID2, _ := replayCLI(t, db, runID)
+	if a, b := callEvents(t, db, repID), callEvents(t, db, repID2); !slices.Equal(a, b) {
+		t.Fatalf("two replays differ:\n%v\n%v", a, b)
+	}
+	if n := len(srv.Stats().Requests); n != before {
+		t.Fatalf("the server saw %d requests during the replays", n-before)
 	}
 }
 

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/testkit"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -25,73 +31,172 @@ func researchWorkflow(t *testing.T, url, idem string) string {
 		Outputs: []testkit.Output{{Name: "result", Value: "${{ tasks.only.output }}"}}}.WriteFile(t)
 }
 
-// TestCLI_TaskCrashResume kills agentctl while it polls a task (right after
-// the commit that records the task working), then resumes: for every
-// class the run reattaches the recorded session (no new initialize) and
-// polls the same task; the server saw exactly one tools/call.
-func TestCLI_TaskCrashResume(t *testing.T) {
-	for _, idem := range allClasses {
-		t.Run(idem, func(t *testing.T) {
-			srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 4, PollInterval: 10}}, researchTool())
-			db := t.TempDir() + "/a.db"
-			runID := crashRun(t, db, researchWorkflow(t, srv.URL, idem), "call.transition accepted->polling")
-			code, data, stderr := resumeJSON(t, db, runID)
-			if code != 0 || data["state"] != "succeeded" {
-				t.Fatalf("resume exit %d, data %v\n%s", code, data, stderr)
+// sealDB turns payload encryption on for the database at db (before any
+// run), with the key in the environment of this process and of the
+// subprocesses it starts.
+func sealDB(t *testing.T, db string) {
+	t.Helper()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	t.Setenv("MY_KEY", base64.StdEncoding.EncodeToString(key))
+	if _, stderr, code := cli(t, "db", "encryption", "enable", "--key-id", "k1", "--key-env", "MY_KEY", "--db", db); code != 0 {
+		t.Fatalf("enable encryption exit %d: %s", code, stderr)
+	}
+	t.Setenv("AGENTCTL_KEY_K1", base64.StdEncoding.EncodeToString(key))
+}
+
+// sessionIDs are the MCP-Session-Id values the server issued (seen on
+// requests), each a bearer credential.
+func sessionIDs(srv *mcptest.Server) []string {
+	var ids []string
+	for _, r := range srv.Stats().Requests {
+		if r.Session != "" && !slices.Contains(ids, r.Session) {
+			ids = append(ids, r.Session)
+		}
+	}
+	return ids
+}
+
+// assertNoSessionID fails if any session id the server issued is in a
+// byte of the SQLite database (its file and WAL) or an event payload.
+func assertNoSessionID(t *testing.T, srv *mcptest.Server, db, runID string) {
+	t.Helper()
+	ids := sessionIDs(srv)
+	if len(ids) == 0 {
+		t.Fatal("the server issued no session id")
+	}
+	var stored []byte
+	for _, f := range []string{db, db + "-wal"} {
+		b, _ := os.ReadFile(f)
+		stored = append(stored, b...)
+	}
+	for _, id := range ids {
+		if bytes.Contains(stored, []byte(id)) {
+			t.Errorf("session id %q is stored in the database", id)
+		}
+		for _, e := range logOf(t, db, runID) {
+			if strings.Contains(e.Payload, id) {
+				t.Errorf("session id %q in the payload of %s (seq %d)", id, e.Type, e.Seq)
 			}
-			st, ts := srv.Stats(), srv.TaskStats()
-			if st.Calls["research"] != 1 || st.Executed["research"] != 1 || st.Initialize != 1 || ts.Created != 1 || ts.Results != 1 {
-				t.Fatalf("server saw calls %d, executed %d, initialize %d, tasks %+v", st.Calls["research"], st.Executed["research"], st.Initialize, ts)
-			}
-			log := strings.Join(describe(t, db, runID), "\n")
-			if strings.Count(log, "mcp.request out tools/call") != 1 || strings.Count(log, "session.reattached") != 1 ||
-				!strings.Contains(log, "call.transition polling->polling") {
-				t.Fatalf("log:\n%s", log)
-			}
-			out, _, code := cli(t, "inspect", runID, "--db", db, "--output", "json")
-			if code != 0 || !strings.Contains(out, `"taskId": "mcptest-task-1"`) || !strings.Contains(out, `"taskIdDigest": "sha256:`) {
-				t.Fatalf("inspect exit %d:\n%s", code, out)
-			}
-			// The session id (a bearer credential) is in the log, sealed when
-			// encryption is on; inspect shows only its digest.
-			sid := ""
-			for _, r := range st.Requests {
-				if r.RPCMethod == "tasks/get" {
-					sid = r.Session
-				}
-			}
-			if sid == "" || strings.Contains(out, sid) {
-				t.Fatalf("inspect prints the raw session id %q (or none was used)", sid)
-			}
-		})
+		}
 	}
 }
 
-// TestCLI_TaskCrashResumeSessionGone: the server forgot the session while
-// agentctl was down (404 on the reattached session's first tasks/get):
-// the task is lost; at_most_once ends uncertain, idempotent is sent again.
-func TestCLI_TaskCrashResumeSessionGone(t *testing.T) {
-	for _, tc := range []struct {
-		idem        string
-		code, calls int
-	}{{"at_most_once", 3, 1}, {"idempotent", 0, 2}} {
-		t.Run(tc.idem, func(t *testing.T) {
-			srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 4, PollInterval: 10}}, researchTool())
-			db := t.TempDir() + "/a.db"
-			runID := crashRun(t, db, researchWorkflow(t, srv.URL, tc.idem), "call.transition accepted->polling")
-			srv.Inject(mcptest.Fault{RPCMethod: "tasks/get", Nth: 1, Status: http.StatusNotFound})
-			code, _, stderr := resumeJSON(t, db, runID)
-			if code != tc.code {
-				t.Fatalf("resume exit %d, want %d\n%s", code, tc.code, stderr)
-			}
-			if tc.code == 3 && !strings.Contains(stderr, "task_lost") {
-				t.Fatalf("stderr lacks task_lost:\n%s", stderr)
-			}
-			if n := srv.Stats().Executed["research"]; n != tc.calls {
-				t.Fatalf("executed %d, want %d", n, tc.calls)
-			}
-		})
+// TestCLI_TaskCrashResume kills agentctl while it polls a task (right after
+// the commit that records the task working), then resumes: for every
+// class the run asks about the same task again and the server saw exactly
+// one tools/call. With encryption on the recorded session is reattached
+// (no new initialize); with encryption off its id was never stored (no
+// byte of the database holds it): resume asks about the task on a new
+// session of its own (a server that lets any session reach its tasks).
+func TestCLI_TaskCrashResume(t *testing.T) {
+	for _, mode := range []string{"sealed", "clear"} {
+		for _, idem := range allClasses {
+			t.Run(mode+"/"+idem, func(t *testing.T) {
+				srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 4, PollInterval: 10, Shared: mode == "clear"}}, researchTool())
+				db := t.TempDir() + "/a.db"
+				if mode == "sealed" {
+					sealDB(t, db)
+				}
+				runID := crashRun(t, db, researchWorkflow(t, srv.URL, idem), "call.transition accepted->polling")
+				code, data, stderr := resumeJSON(t, db, runID)
+				if code != 0 || data["state"] != "succeeded" {
+					t.Fatalf("resume exit %d, data %v\n%s", code, data, stderr)
+				}
+				st, ts := srv.Stats(), srv.TaskStats()
+				initialize := map[string]int{"sealed": 1, "clear": 2}[mode]
+				if st.Calls["research"] != 1 || st.Executed["research"] != 1 || st.Initialize != initialize || ts.Created != 1 || ts.Results != 1 {
+					t.Fatalf("server saw calls %d, executed %d, initialize %d (want %d), tasks %+v", st.Calls["research"], st.Executed["research"], st.Initialize, initialize, ts)
+				}
+				log := strings.Join(describe(t, db, runID), "\n")
+				reattached := map[string]int{"sealed": 1, "clear": 0}[mode]
+				if strings.Count(log, "mcp.request out tools/call") != 1 || strings.Count(log, "session.reattached") != reattached ||
+					strings.Count(log, "session.opened") != initialize || !strings.Contains(log, "call.transition polling->polling") {
+					t.Fatalf("log:\n%s", log)
+				}
+				out, _, code := cli(t, "inspect", runID, "--db", db, "--output", "json")
+				if code != 0 || !strings.Contains(out, `"taskId": "mcptest-task-1"`) || !strings.Contains(out, `"taskIdDigest": "sha256:`) {
+					t.Fatalf("inspect exit %d:\n%s", code, out)
+				}
+				// The session id (a bearer credential) is in the log only
+				// sealed; inspect shows only its digest.
+				for _, sid := range sessionIDs(srv) {
+					if strings.Contains(out, sid) {
+						t.Fatalf("inspect prints the raw session id %q", sid)
+					}
+				}
+				if mode == "clear" {
+					assertNoSessionID(t, srv, db, runID)
+				}
+			})
+		}
 	}
+}
+
+// TestCLI_TaskCrashResumeSessionGone: the task is gone for the resumed
+// run: with encryption on the server forgot the session while agentctl
+// was down (404 on the reattached session's first tasks/get); with
+// encryption off the new session cannot reach a task of the old one
+// (-32602, as the reference server answers). The task is lost:
+// at_most_once ends uncertain (task_lost), idempotent is sent again.
+func TestCLI_TaskCrashResumeSessionGone(t *testing.T) {
+	for _, mode := range []string{"sealed", "clear"} {
+		for _, tc := range []struct {
+			idem        string
+			code, calls int
+		}{{"at_most_once", 3, 1}, {"idempotent", 0, 2}} {
+			t.Run(mode+"/"+tc.idem, func(t *testing.T) {
+				srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 4, PollInterval: 10}}, researchTool())
+				db := t.TempDir() + "/a.db"
+				if mode == "sealed" {
+					sealDB(t, db)
+				}
+				runID := crashRun(t, db, researchWorkflow(t, srv.URL, tc.idem), "call.transition accepted->polling")
+				if mode == "sealed" {
+					srv.Inject(mcptest.Fault{RPCMethod: "tasks/get", Nth: 1, Status: http.StatusNotFound})
+				}
+				code, _, stderr := resumeJSON(t, db, runID)
+				if code != tc.code {
+					t.Fatalf("resume exit %d, want %d\n%s", code, tc.code, stderr)
+				}
+				if tc.code == 3 && !strings.Contains(stderr, "task_lost") {
+					t.Fatalf("stderr lacks task_lost:\n%s", stderr)
+				}
+				if n := srv.Stats().Executed["research"]; n != tc.calls {
+					t.Fatalf("executed %d, want %d", n, tc.calls)
+				}
+				// The resumed run replays from its log alone, to the same end;
+				// the replay, never interrupted, does not open the session resume
+				// opened only to poll: a resend answers from the session it went on.
+				rcode, repID, _ := replayCLI(t, db, runID)
+				if rcode != code {
+					t.Fatalf("replay exit %d, resume's %d", rcode, code)
+				}
+				if code == 0 {
+					src, rep := openedSessions(t, db, runID), openedSessions(t, db, repID)
+					if len(rep) == 0 || rep[len(rep)-1].SessionIDDigest != src[len(src)-1].SessionIDDigest || slices.ContainsFunc(rep, func(s projector.SessionOpened) bool { return s.TaskPoll }) {
+						t.Fatalf("replay sessions %+v; source's %+v", rep, src)
+					}
+				}
+			})
+		}
+	}
+}
+
+// openedSessions are the session.opened payloads of a run, in order.
+func openedSessions(t *testing.T, db, runID string) []projector.SessionOpened {
+	t.Helper()
+	var out []projector.SessionOpened
+	for _, e := range logOf(t, db, runID) {
+		if e.Type == projector.TypeSessionOpened {
+			var p projector.SessionOpened
+			if err := e.Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // TestCLI_TaskCrashMatrix kills agentctl after every commit of a task
@@ -101,18 +206,31 @@ func TestCLI_TaskCrashResumeSessionGone(t *testing.T) {
 // may leave it uncertain); idempotent always succeeds, with at most one
 // resend, itself a task. Each resumed run then replays to the same exit
 // code without a request to the server.
+//
+// It runs with encryption on (resume reattaches the recorded session) and
+// off (resume asks about the task on a new session; the server lets any
+// session reach its tasks).
 func TestCLI_TaskCrashMatrix(t *testing.T) {
-	for _, idem := range []string{"at_most_once", "idempotent"} {
-		t.Run(idem, func(t *testing.T) { taskCrashMatrix(t, idem) })
+	for _, mode := range []string{"sealed", "clear"} {
+		for _, idem := range []string{"at_most_once", "idempotent"} {
+			t.Run(mode+"/"+idem, func(t *testing.T) { taskCrashMatrix(t, idem, mode == "sealed") })
+		}
 	}
 }
 
-func taskCrashMatrix(t *testing.T, idem string) {
+func taskCrashMatrix(t *testing.T, idem string, sealed bool) {
 	start := func(t *testing.T) *mcptest.Server {
-		return mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 2, PollInterval: 10}}, researchTool())
+		return mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 2, PollInterval: 10, Shared: !sealed}}, researchTool())
+	}
+	newDB := func(t *testing.T, name string) string {
+		db := t.TempDir() + "/" + name
+		if sealed {
+			sealDB(t, db)
+		}
+		return db
 	}
 	srv := start(t)
-	refDB := t.TempDir() + "/ref.db"
+	refDB := newDB(t, "ref.db")
 	if _, stderr, code := cli(t, "run", researchWorkflow(t, srv.URL, idem), "--db", refDB, "--output", "json"); code != 0 {
 		t.Fatalf("reference run exit %d: %s", code, stderr)
 	}
@@ -140,7 +258,7 @@ func taskCrashMatrix(t *testing.T, idem string) {
 		}
 		t.Run(strings.ReplaceAll(p, "#", " "), func(t *testing.T) { // no "#": the DB path is a file: URI
 			srv := start(t)
-			db := t.TempDir() + "/a.db"
+			db := newDB(t, "a.db")
 			runID := crashRun(t, db, researchWorkflow(t, srv.URL, idem), p)
 			before := logOf(t, db, runID)
 			code, _, stderr := resumeJSON(t, db, runID)

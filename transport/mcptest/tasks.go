@@ -19,8 +19,10 @@ import (
 // SetTaskStatus). tasks/result answers the outcome at once (a real server
 // would block until it is ready), tasks/cancel cancels a task whose outcome
 // is not yet revealed. Tasks belong to the session that created them, as in
-// the reference TypeScript server: another session, an unknown id or an
-// expired task (ExpireTasks) is -32602. Faults apply to tasks/* requests like
+// the reference TypeScript server: another session (unless
+// TaskOptions.Shared), an unknown id or an expired task (ExpireTasks) is
+// -32602. tasks/result names its task in _meta related-task, unless the
+// Handler's result already names one. Faults apply to tasks/* requests like
 // to any other method.
 
 // TaskOptions scripts the server's tasks.
@@ -32,6 +34,17 @@ type TaskOptions struct {
 	WorkingPolls int
 	// TTL (ms) answered when the client asks for none; 0 = null (unlimited).
 	TTL int
+	// StatusMessage, when set, is the statusMessage of the n-th tasks/get
+	// (from 1) that answers "working" (default "working"): a task whose
+	// message changes on every poll.
+	StatusMessage func(poll int) string
+	// RawPollInterval, when set, is sent verbatim as every task's
+	// pollInterval (e.g. a malformed one); it overrides PollInterval.
+	RawPollInterval json.RawMessage
+	// Shared makes tasks reachable from every session of the server, not
+	// only the one that created them (the spec leaves it to the server):
+	// a client that lost its session may ask about its task on a new one.
+	Shared bool
 }
 
 // TaskStats is what the server saw of its tasks, with server-side times.
@@ -50,6 +63,9 @@ const (
 )
 
 type taskCtxKey struct{}
+
+// relatedTask is the _meta member naming the task a message belongs to.
+const relatedTask = "io.modelcontextprotocol/related-task"
 
 // taskOutcome is what a Handler running as a task set with SetTaskStatus.
 type taskOutcome struct {
@@ -207,7 +223,7 @@ func (s *Server) lookup(in *inbound, count func(*TaskStats)) (*task, *RPCError) 
 	switch {
 	case st.expired[p.TaskID]:
 		return nil, &RPCError{Code: -32602, Message: "Failed to retrieve task: Task has expired"}
-	case t == nil || t.session != in.sid:
+	case t == nil || (t.session != in.sid && !s.opts.Tasks.Shared):
 		return nil, &RPCError{Code: -32602, Message: "Failed to retrieve task: Task not found"}
 	}
 	return t, nil
@@ -235,6 +251,9 @@ func (s *Server) serveTaskGet(_ context.Context, _ *streamWriter, in *inbound) (
 	t.polls++
 	st.stats.PollTimes[t.id] = append(st.stats.PollTimes[t.id], time.Now())
 	status, msg := s.status(t)
+	if f := s.opts.Tasks.StatusMessage; f != nil && status == "working" {
+		msg = f(t.polls)
+	}
 	b, _ := json.Marshal(s.taskObject(t, status, msg))
 	return b, nil
 }
@@ -265,7 +284,9 @@ func (s *Server) serveTaskResult(_ context.Context, _ *streamWriter, in *inbound
 	if meta == nil {
 		meta = map[string]any{}
 	}
-	meta["io.modelcontextprotocol/related-task"] = map[string]any{"taskId": t.id}
+	if _, ok := meta[relatedTask]; !ok { // a handler may name another task, as a broken server would
+		meta[relatedTask] = map[string]any{"taskId": t.id}
+	}
 	m["_meta"] = meta
 	b, _ := json.Marshal(m)
 	return b, nil
@@ -298,7 +319,10 @@ func (s *Server) taskObject(t *task, status, message string) map[string]any {
 	if t.ttl > 0 {
 		m["ttl"] = t.ttl
 	}
-	if s.opts.Tasks.PollInterval > 0 {
+	switch {
+	case s.opts.Tasks.RawPollInterval != nil:
+		m["pollInterval"] = s.opts.Tasks.RawPollInterval
+	case s.opts.Tasks.PollInterval > 0:
 		m["pollInterval"] = s.opts.Tasks.PollInterval
 	}
 	return m
