@@ -8,10 +8,6 @@ import (
 	"github.com/agentctl/agentctl/internal/canonjson"
 )
 
-// MaxInputRounds bounds the input-required rounds of one call: a server
-// that asks again after this many answers fails the call definitively.
-const MaxInputRounds = 8
-
 // maxInputRequests bounds the input requests of one round.
 const maxInputRequests = 32
 
