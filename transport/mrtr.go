@@ -64,6 +64,12 @@ func (s *Session) inputRequired(op string, result json.RawMessage) (*InputRequir
 	return ir, nil
 }
 
+// ParseInputRequired reads an InputRequiredResult as recorded (replay).
+func ParseInputRequired(result json.RawMessage) (*InputRequired, error) {
+	s := &Session{c: &Client{red: &redactor{}}}
+	return s.inputRequired("tools/call", result)
+}
+
 // InputAnswer is what a call sends back for an InputRequired: the answers
 // by key, and the request state to echo.
 type InputAnswer struct {
