@@ -36,6 +36,8 @@ func TestFire_EveryStateTrigger(t *testing.T) {
 		{Prepared, TaskCancelled, "", ""},
 		{Prepared, TaskLost, "", ""},
 		{Prepared, URLElicitationRequired, "", ""},
+		{Prepared, InputRequested, "", ""},
+		{Prepared, InputAnswered, "", ""},
 
 		{Dispatched, Dispatch, "", ""},
 		{Dispatched, Succeed, Succeeded, DecideNone},
@@ -55,6 +57,8 @@ func TestFire_EveryStateTrigger(t *testing.T) {
 		{Dispatched, TaskCancelled, "", ""},
 		{Dispatched, TaskLost, "", ""},
 		{Dispatched, URLElicitationRequired, Uncertain, DecideNone},
+		{Dispatched, InputRequested, InputRequired, DecideAnswerInput},
+		{Dispatched, InputAnswered, "", ""},
 
 		{Reconnecting, Dispatch, "", ""},
 		{Reconnecting, Succeed, "", ""},
@@ -74,6 +78,8 @@ func TestFire_EveryStateTrigger(t *testing.T) {
 		{Reconnecting, TaskCancelled, "", ""},
 		{Reconnecting, TaskLost, "", ""},
 		{Reconnecting, URLElicitationRequired, "", ""},
+		{Reconnecting, InputRequested, "", ""},
+		{Reconnecting, InputAnswered, "", ""},
 
 		{Redispatched, Dispatch, "", ""},
 		{Redispatched, Succeed, Succeeded, DecideNone},
@@ -93,6 +99,8 @@ func TestFire_EveryStateTrigger(t *testing.T) {
 		{Redispatched, TaskCancelled, "", ""},
 		{Redispatched, TaskLost, "", ""},
 		{Redispatched, URLElicitationRequired, Uncertain, DecideNone},
+		{Redispatched, InputRequested, InputRequired, DecideAnswerInput},
+		{Redispatched, InputAnswered, "", ""},
 
 		{Uncertain, Dispatch, "", ""},
 		{Uncertain, Succeed, "", ""},
@@ -112,6 +120,8 @@ func TestFire_EveryStateTrigger(t *testing.T) {
 		{Uncertain, TaskCancelled, "", ""},
 		{Uncertain, TaskLost, "", ""},
 		{Uncertain, URLElicitationRequired, "", ""},
+		{Uncertain, InputRequested, "", ""},
+		{Uncertain, InputAnswered, "", ""},
 
 		// MCP tasks: the CreateTaskResult is on disk.
 		{Accepted, Dispatch, "", ""},
@@ -132,6 +142,8 @@ func TestFire_EveryStateTrigger(t *testing.T) {
 		{Accepted, TaskCancelled, Failed, DecideNone},
 		{Accepted, TaskLost, Reconnecting, DecideReconnect},
 		{Accepted, URLElicitationRequired, "", ""},
+		{Accepted, InputRequested, "", ""},
+		{Accepted, InputAnswered, "", ""},
 
 		{Polling, Dispatch, "", ""},
 		{Polling, Succeed, Succeeded, DecideNone},
@@ -151,6 +163,8 @@ func TestFire_EveryStateTrigger(t *testing.T) {
 		{Polling, TaskCancelled, Failed, DecideNone},
 		{Polling, TaskLost, Reconnecting, DecideReconnect},
 		{Polling, URLElicitationRequired, "", ""},
+		{Polling, InputRequested, "", ""},
+		{Polling, InputAnswered, "", ""},
 
 		{InputRequired, Dispatch, "", ""},
 		{InputRequired, Succeed, "", ""},
@@ -170,6 +184,8 @@ func TestFire_EveryStateTrigger(t *testing.T) {
 		{InputRequired, TaskCancelled, Uncertain, DecideNone},
 		{InputRequired, TaskLost, Uncertain, DecideNone},
 		{InputRequired, URLElicitationRequired, "", ""},
+		{InputRequired, InputRequested, "", ""},
+		{InputRequired, InputAnswered, "", ""},
 
 		{Cancelling, Dispatch, "", ""},
 		{Cancelling, Succeed, Succeeded, DecideNone},
@@ -189,6 +205,8 @@ func TestFire_EveryStateTrigger(t *testing.T) {
 		{Cancelling, TaskCancelled, Cancelled, DecideNone},
 		{Cancelling, TaskLost, Uncertain, DecideNone},
 		{Cancelling, URLElicitationRequired, "", ""},
+		{Cancelling, InputRequested, "", ""},
+		{Cancelling, InputAnswered, "", ""},
 	}
 	// Succeeded, failed and cancelled accept nothing at all.
 	for _, s := range []State{Succeeded, Failed, Cancelled} {
@@ -435,7 +453,7 @@ func TestParseIdempotency(t *testing.T) {
 
 func TestPredicates(t *testing.T) {
 	terminal := map[State]bool{Succeeded: true, Failed: true, Uncertain: true, Cancelled: true}
-	if len(states) != 12 || len(triggers) != 18 {
+	if len(states) != 12 || len(triggers) != 20 {
 		t.Errorf("%d states, %d triggers: a new one needs rows in TestFire_EveryStateTrigger", len(states), len(triggers))
 	}
 	for _, s := range states {
@@ -524,4 +542,55 @@ func mustFire(tb testing.TB, c Call, ts ...Trigger) Call {
 		}
 	}
 	return c
+}
+
+// TestFire_InputRequiredResult is the 2026-07-28 MRTR path: an
+// input-required result puts the call in input_required (the tool has not
+// run), answering re-issues it without spending the redispatch budget,
+// a cancel or unanswerable input ends it with nothing executed, and the
+// rounds are bounded.
+func TestFire_InputRequiredResult(t *testing.T) {
+	for _, idem := range idempotencies {
+		c := mustFire(t, New(idem), Dispatch)
+		for round := 1; round <= MaxInputRounds; round++ {
+			next, tr, dec, err := Fire(c, InputRequested, "confirm=elicitation/create")
+			if err != nil || next.State != InputRequired || dec != DecideAnswerInput || next.InputRounds != round {
+				t.Fatalf("%s round %d: Fire(input_requested) = %+v, %v, %s, %v", idem, round, next, tr, dec, err)
+			}
+			c = next
+			next, _, dec, err = Fire(c, InputAnswered, "")
+			if err != nil || next.State != Redispatched || dec != DecideResend || next.Redispatches != 0 {
+				t.Fatalf("%s round %d: Fire(input_answered) = %+v, %s, %v; want redispatched, budget unspent", idem, round, next, dec, err)
+			}
+			c = next
+		}
+		next, tr, _, err := Fire(c, InputRequested, "")
+		if err != nil || next.State != Failed || !strings.HasPrefix(tr.Reason, ReasonInputRoundsExceeded) {
+			t.Fatalf("%s: round %d: %+v %v %v; want failed (%s)", idem, MaxInputRounds+1, next, tr, err, ReasonInputRoundsExceeded)
+		}
+		// The first ambiguous failure after an answered round follows the
+		// rule of dispatched: the budget is whole.
+		next, _, dec, err := Fire(c, FailAmbiguous, "timeout")
+		want := Uncertain
+		if idem.Redispatchable() {
+			want = Reconnecting
+		}
+		if err != nil || next.State != want {
+			t.Errorf("%s: fail_ambiguous after an answered round → %s (%s, %v), want %s", idem, next.State, dec, err, want)
+		}
+		in := mustFire(t, mustFire(t, New(idem), Dispatch), InputRequested)
+		for trig, want := range map[Trigger]State{Cancel: Cancelled, FailDefinitive: Failed} {
+			if next, _, _, err := Fire(in, trig, ""); err != nil || next.State != want {
+				t.Errorf("%s: %s in an input-required result → %s (%v), want %s", idem, trig, next.State, err, want)
+			}
+		}
+	}
+	// An MCP task's input_required keeps its rules: no answer re-issues it.
+	task := mustFire(t, mustFire(t, mustFire(t, New(Idempotent), Dispatch), TaskAccepted), TaskInputRequired)
+	if _, _, _, err := Fire(task, InputAnswered, ""); !errors.Is(err, ErrIllegalTransition) {
+		t.Errorf("input_answered on a task's input_required: %v, want illegal", err)
+	}
+	if next, _, _, _ := Fire(task, Cancel, ""); next.State != Uncertain {
+		t.Errorf("cancel on a task's input_required → %s, want uncertain", next.State)
+	}
 }

@@ -52,8 +52,58 @@ func countRedispatch(_ context.Context, args ...any) error {
 	return nil
 }
 
-// decide maps the state just entered to the caller's next action.
-func decide(to State) Decision {
+// MaxInputRounds bounds the input-required results (2026-07-28 MRTR) one
+// call answers: the next one fails it definitively (the tool has not run).
+const MaxInputRounds = 8
+
+// inputRoundLeft guards dispatched|redispatched → input_required.
+func inputRoundLeft(_ context.Context, args ...any) bool {
+	c := callArg(args)
+	return c != nil && c.InputRounds < MaxInputRounds
+}
+
+// inputRoundsSpent is the exact complement of inputRoundLeft.
+func inputRoundsSpent(ctx context.Context, args ...any) bool {
+	return !inputRoundLeft(ctx, args...)
+}
+
+// countInputRound counts an input-required result on entry to
+// input_required from InputRequested.
+func countInputRound(_ context.Context, args ...any) error {
+	if c := callArg(args); c != nil {
+		c.InputRounds++
+		c.ByInputResult = true
+	}
+	return nil
+}
+
+// markTaskInput records that an MCP task, not an input-required result,
+// put the call in input_required.
+func markTaskInput(_ context.Context, args ...any) error {
+	if c := callArg(args); c != nil {
+		c.ByInputResult = false
+	}
+	return nil
+}
+
+// mrtrInput: the call is in input_required because of an input-required
+// result (2026-07-28), not an MCP task's status.
+func mrtrInput(_ context.Context, args ...any) bool {
+	c := callArg(args)
+	return c != nil && c.ByInputResult
+}
+
+// taskInput is the exact complement of mrtrInput: an MCP task wants input.
+func taskInput(ctx context.Context, args ...any) bool {
+	return !mrtrInput(ctx, args...)
+}
+
+// decide maps the call just moved to the caller's next action.
+func decide(c Call) Decision {
+	to := c.State
+	if to == InputRequired && c.ByInputResult {
+		return DecideAnswerInput
+	}
 	switch to {
 	case Dispatched:
 		return DecideSend
@@ -76,12 +126,17 @@ func reasonCode(before Call, t Trigger, to State) string {
 		return code
 	}
 	switch t {
+	case InputRequested:
+		if to == Failed {
+			return ReasonInputRoundsExceeded
+		}
+		return ""
 	case FailAmbiguous:
 		if to != Uncertain {
 			return ""
 		}
 		switch {
-		case before.State == Redispatched:
+		case before.State == Redispatched && before.Redispatches > 0:
 			return ReasonSecondFailure
 		case !before.Idempotency.Redispatchable():
 			return ReasonNotRedispatchable + ":" + string(before.Idempotency)
@@ -114,6 +169,9 @@ func reasonCode(before Call, t Trigger, to State) string {
 func taskReasonCode(before Call, t Trigger, to State) (string, bool) {
 	switch before.State {
 	case InputRequired:
+		if before.ByInputResult { // an input-required result: general rules
+			return "", t != Cancel
+		}
 		return ReasonInputRequired, true
 	case Cancelling:
 		switch to {

@@ -23,6 +23,13 @@ type Call struct {
 	Idempotency Idempotency
 	// Redispatches counts resends so far; the budget is RedispatchBudget.
 	Redispatches int
+	// InputRounds counts the input-required results (2026-07-28 MRTR)
+	// answered or being answered; at most MaxInputRounds.
+	InputRounds int
+	// ByInputResult: the call is in input_required because of an
+	// input-required result (set on entry by InputRequested), not because
+	// an MCP task asked for input (cleared on entry by TaskInputRequired).
+	ByInputResult bool
 }
 
 // Transition is what the caller must persist as a call.transition event
@@ -81,7 +88,7 @@ func Fire(c Call, t Trigger, reason string) (Call, Transition, Decision, error) 
 		Trigger: t,
 		Reason:  joinReason(reasonCode(before, t, next.State), reason),
 	}
-	return next, tr, decide(next.State), nil
+	return next, tr, decide(next), nil
 }
 
 // Rebuild replays a call's persisted transitions from New(idem), so the
@@ -165,7 +172,9 @@ func newMachine(s *State) *stateless.StateMachine {
 		Permit(FailPossiblyExecuted, Uncertain).
 		Permit(Cancel, Uncertain).
 		Permit(TaskAccepted, Accepted).
-		Permit(URLElicitationRequired, Uncertain)
+		Permit(URLElicitationRequired, Uncertain).
+		Permit(InputRequested, InputRequired, inputRoundLeft).
+		Permit(InputRequested, Failed, inputRoundsSpent)
 
 	// The first request was sent and failed ambiguously: it may have run.
 	// A changed or missing tool is failed (docs/ARCHITECTURE.md, "The call state machine"): the call cannot be
@@ -179,15 +188,21 @@ func newMachine(s *State) *stateless.StateMachine {
 		Permit(FailDefinitive, Failed).
 		Permit(Cancel, Uncertain)
 
+	// A second ambiguous failure is final; a call re-issued after an
+	// input-required result (InputAnswered) has spent no budget, so its
+	// first ambiguous failure follows the rule of dispatched.
 	sm.Configure(Redispatched).
 		OnEntryFrom(Reconnected, countRedispatch).
 		Permit(Succeed, Succeeded).
 		Permit(FailDefinitive, Failed).
-		Permit(FailAmbiguous, Uncertain). // a second failure is final
+		Permit(FailAmbiguous, Reconnecting, redispatchAllowed).
+		Permit(FailAmbiguous, Uncertain, redispatchRefused).
 		Permit(FailPossiblyExecuted, Uncertain).
 		Permit(Cancel, Uncertain).
 		Permit(TaskAccepted, Accepted).
-		Permit(URLElicitationRequired, Uncertain)
+		Permit(URLElicitationRequired, Uncertain).
+		Permit(InputRequested, InputRequired, inputRoundLeft).
+		Permit(InputRequested, Failed, inputRoundsSpent)
 
 	// MCP tasks. Once the CreateTaskResult is on disk the only ambiguous
 	// window is closed: a failed or interrupted poll polls the same task
@@ -216,14 +231,22 @@ func newMachine(s *State) *stateless.StateMachine {
 		Permit(TaskInputRequired, InputRequired).
 		Permit(Cancel, Cancelling)
 
-	// agentctl offers no elicitation: whatever tasks/cancel answers, the
-	// task may have done part of its work, so an operator must decide.
+	// For a task, agentctl offers no elicitation: whatever tasks/cancel
+	// answers, the task may have done part of its work, so an operator must
+	// decide. For an input-required result (MRTR) the tool has not run:
+	// the answers re-issue the request, and a cancel, or input that cannot
+	// be given, ends it with nothing executed.
 	sm.Configure(InputRequired).
-		Permit(TaskCancelled, Uncertain).
-		Permit(FailAmbiguous, Uncertain).
-		Permit(FailPossiblyExecuted, Uncertain).
-		Permit(TaskLost, Uncertain).
-		Permit(Cancel, Uncertain)
+		OnEntryFrom(InputRequested, countInputRound).
+		OnEntryFrom(TaskInputRequired, markTaskInput).
+		Permit(TaskCancelled, Uncertain, taskInput).
+		Permit(FailAmbiguous, Uncertain, taskInput).
+		Permit(FailPossiblyExecuted, Uncertain, taskInput).
+		Permit(TaskLost, Uncertain, taskInput).
+		Permit(Cancel, Uncertain, taskInput).
+		Permit(Cancel, Cancelled, mrtrInput).
+		Permit(InputAnswered, Redispatched, mrtrInput).
+		Permit(FailDefinitive, Failed, mrtrInput)
 
 	// Only the server's confirmation makes a running task cancelled; a task
 	// that finished first keeps its outcome.

@@ -29,6 +29,8 @@ func TestFire_RandomSequences(t *testing.T) {
 			sends, reconnects, resends int
 			seq                        []Trigger
 			accepted, lostTask         bool
+			inputResends               int
+			byInput                    bool // in redispatched by input_answered
 		)
 		// Bias towards the triggers that move a live call forward, so long
 		// paths (dispatch, fail, reconnect, fail again) are common.
@@ -37,7 +39,7 @@ func TestFire_RandomSequences(t *testing.T) {
 			if n := rng.IntN(3); n == 0 {
 				trig = []Trigger{Dispatch, FailAmbiguous, Reconnected}[rng.IntN(3)]
 			} else if n == 1 {
-				trig = []Trigger{TaskAccepted, TaskWorking, TaskLost, FailAmbiguous, Cancel, TaskInputRequired}[rng.IntN(6)]
+				trig = []Trigger{TaskAccepted, TaskWorking, TaskLost, FailAmbiguous, Cancel, TaskInputRequired, InputRequested, InputAnswered}[rng.IntN(8)]
 			} else {
 				trig = inputs[rng.IntN(len(inputs))]
 			}
@@ -78,6 +80,15 @@ func TestFire_RandomSequences(t *testing.T) {
 			case DecideReconnect:
 				reconnects++
 			case DecideResend:
+				if trig == InputAnswered { // an answer re-issues: never budgeted
+					inputResends++
+					byInput = true
+					if tr.From != InputRequired || !c.ByInputResult {
+						t.Fatalf("seed %d run %d %v: input resend from %s without an input-required result", seed, run, seq, tr.From)
+					}
+					break
+				}
+				byInput = false
 				resends++
 				if reconnects != resends {
 					t.Fatalf("seed %d run %d %v: resend without a reconnect first", seed, run, seq)
@@ -99,7 +110,10 @@ func TestFire_RandomSequences(t *testing.T) {
 			if sends > 1 {
 				t.Fatalf("seed %d run %d %v: sent %d times", seed, run, seq, sends)
 			}
-			if !idem.Redispatchable() && (reconnects > 0 || c.State == Reconnecting || c.State == Redispatched) {
+			if c.InputRounds > MaxInputRounds || inputResends > c.InputRounds || (c.State == InputRequired && c.ByInputResult && dec != DecideAnswerInput && tr.To == InputRequired) {
+				t.Fatalf("seed %d run %d %v: %d input rounds, %d input resends", seed, run, seq, c.InputRounds, inputResends)
+			}
+			if !idem.Redispatchable() && (reconnects > 0 || c.State == Reconnecting || (c.State == Redispatched && !byInput)) {
 				t.Fatalf("seed %d run %d %v: %s call reached %s", seed, run, seq, idem, c.State)
 			}
 		}

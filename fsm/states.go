@@ -39,8 +39,11 @@ const (
 	// Polling: the caller is asking tasks/get about the recorded task (the
 	// server reported it working, or a poll had to be repeated).
 	Polling State = "polling"
-	// InputRequired: the task wants input (elicitation) that agentctl does
-	// not offer; the caller sends tasks/cancel and the call ends uncertain.
+	// InputRequired: for an MCP task, the task wants input (elicitation)
+	// that agentctl does not offer; the caller sends tasks/cancel and the
+	// call ends uncertain. For a 2026-07-28 call (entered by InputRequested,
+	// Call.InputRounds > 0), the server answered an InputRequiredResult: the
+	// tool has not run, and the caller answers and re-issues the request.
 	InputRequired State = "input_required"
 	// Cancelling: the user cancelled while a task was running; tasks/cancel
 	// is being sent and only the server's confirmation makes it cancelled.
@@ -190,6 +193,16 @@ const (
 	// URLElicitationRequired: dispatched|redispatched → uncertain; the server
 	// answered JSON-RPC error -32042: a person must visit a URL first.
 	URLElicitationRequired Trigger = "url_elicitation_required"
+
+	// InputRequested: dispatched|redispatched → input_required; a
+	// 2026-07-28 server answered an InputRequiredResult (MRTR): the tool has
+	// not run. After MaxInputRounds rounds → failed ("input_rounds_exceeded").
+	InputRequested Trigger = "input_requested"
+	// InputAnswered: input_required → redispatched, for a call that entered
+	// by InputRequested: the request is re-issued (a new id) with the
+	// answers and the exact requestState. Legal for every class and never
+	// counted against the redispatch budget.
+	InputAnswered Trigger = "input_answered"
 )
 
 // triggers lists every Trigger in a fixed order, for configuration and tests.
@@ -198,6 +211,7 @@ var triggers = []Trigger{
 	Reconnected, SchemaChanged, ToolMissing, ReconnectFailed, Cancel,
 	ReconcileApplied, ReconcileNotApplied,
 	TaskAccepted, TaskWorking, TaskInputRequired, TaskCancelled, TaskLost, URLElicitationRequired,
+	InputRequested, InputAnswered,
 }
 
 // Decision is what the caller must do after persisting a Transition, like
@@ -221,6 +235,10 @@ const (
 	// pollInterval), then tasks/result once it is completed or failed. This
 	// is never a resend: it is legal for every class.
 	DecidePoll Decision = "poll"
+	// DecideAnswerInput: answer the input requests of an InputRequiredResult
+	// (2026-07-28), then fire InputAnswered (or FailDefinitive when they
+	// cannot be answered, or Cancel).
+	DecideAnswerInput Decision = "answer_input"
 	// DecideCancelTask: send tasks/cancel for the recorded task (best
 	// effort, recorded), then fire TaskCancelled if the server confirms the
 	// task cancelled, Succeed or FailDefinitive if it had already finished
@@ -268,4 +286,7 @@ const (
 	ReasonTaskCancelled = "task_cancelled"
 	// ReasonURLElicitationRequired: JSON-RPC error -32042; a person must act.
 	ReasonURLElicitationRequired = "url_elicitation_required"
+	// ReasonInputRoundsExceeded: the server kept asking for input past
+	// MaxInputRounds; the tool has not run.
+	ReasonInputRoundsExceeded = "input_rounds_exceeded"
 )

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 )
@@ -18,6 +19,9 @@ type CallRequest struct {
 	// Elicitation answers the server's elicitation/create requests during
 	// the call (when Config.Elicitation declared the capability); nil declines.
 	Elicitation *ElicitationPolicy
+	// Input re-issues a call that got an InputRequired (2026-07-28) with
+	// the answers and the exact requestState; nil for a first request.
+	Input *InputAnswer
 }
 
 // CallResult is a tools/call result. A result with isError true is returned
@@ -34,6 +38,10 @@ type CallResult struct {
 	// decided on the response as received, not on its redacted copy. A
 	// replay sets it from the record.
 	Received *OutputCheck
+	// InputRequired is set (and nothing else but Raw and ID) when a
+	// 2026-07-28 server answered resultType "input_required": the tool has
+	// not run yet.
+	InputRequired *InputRequired
 
 	received json.RawMessage // structuredContent before redaction, when redaction changed it
 	red      *redactor
@@ -121,12 +129,39 @@ func (s *Session) callParams(req CallRequest) (map[string]any, json.RawMessage, 
 		token = "agentctl-" + string(id)
 	}
 	meta["progressToken"] = token
-	return map[string]any{"name": req.Tool, "arguments": args, "_meta": meta}, id, nil
+	params := map[string]any{"name": req.Tool, "arguments": args, "_meta": meta}
+	if in := req.Input; in != nil {
+		params["inputResponses"] = in.Responses
+		if in.state != nil {
+			params["requestState"] = *in.state
+		}
+	}
+	return params, id, nil
 }
 
 // callResult reads a CallToolResult (of tools/call, or of tasks/result for
 // a task), redacted.
 func (s *Session) callResult(op string, result json.RawMessage, id json.RawMessage) (*CallResult, error) {
+	if s.stateless() && len(result) > 0 && result[0] == '{' {
+		rt, err := resultType(result)
+		if err != nil {
+			return nil, &Error{Op: op, Kind: KindMalformed, Sent: true, Message: "result is not a CallToolResult object"}
+		}
+		switch rt {
+		case "complete":
+		case "input_required":
+			if op != "tools/call" {
+				return nil, &Error{Op: op, Kind: KindMalformed, Sent: true, Message: "input_required result to " + op}
+			}
+			ir, err := s.inputRequired(op, result)
+			if err != nil {
+				return nil, err
+			}
+			return &CallResult{Raw: s.c.red.json(result), ID: id, InputRequired: ir, red: s.c.red}, nil
+		default:
+			return nil, &Error{Op: op, Kind: KindMalformed, Sent: true, Message: fmt.Sprintf("unknown resultType %q", s.c.red.cut(rt, 64))}
+		}
+	}
 	var res struct {
 		IsError           bool            `json:"isError"`
 		Content           json.RawMessage `json:"content"`

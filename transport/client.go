@@ -5,17 +5,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// ProtocolVersion is the only MCP protocol version agentctl speaks.
+// ProtocolVersion is the MCP protocol version a remote is spoken to in
+// unless its Config.ProtocolVersion says otherwise (see Protocol20260728).
 const ProtocolVersion = "2025-11-25"
 
 // Origin is the Origin header sent with every request.
@@ -50,6 +53,10 @@ type Config struct {
 	// initialize, so the server may send elicitation/create; each call
 	// answers by its CallRequest.Elicitation (nil: decline).
 	Elicitation bool
+	// ProtocolVersion pins the MCP revision: "" or Protocol20251125 (the
+	// default), Protocol20260728, or ProtocolAuto (the first Connect probes;
+	// every later one keeps what it found).
+	ProtocolVersion string
 
 	// Command, when set, makes this a stdio client (URL, Headers and the
 	// network policy are then unused): [PROGRAM, ARG...], the program
@@ -100,6 +107,9 @@ type Client struct {
 	// nextID numbers JSON-RPC requests across every session of the client,
 	// so a redispatch on a new session carries a new id.
 	nextID atomic.Int64
+
+	protoMu  sync.Mutex
+	resolved string // the version an auto probe settled on
 }
 
 // reservedHeaders may not be set through Config.Headers.
@@ -112,6 +122,9 @@ var reservedHeaders = map[string]bool{
 // New validates cfg (the URL against the policy: PolicyDenied error) and
 // returns a client. It does no network I/O; DNS is resolved at the first dial.
 func New(cfg Config) (*Client, error) {
+	if err := CheckProtocolPin(cfg.ProtocolVersion); err != nil {
+		return nil, &Error{Op: "config", Kind: KindVersionMismatch, Err: err}
+	}
 	if len(cfg.Command) > 0 {
 		return newStdioClient(cfg)
 	}
@@ -217,6 +230,11 @@ type Session struct {
 	// session's streams and cleared when ListTools starts (ToolsChanged).
 	toolsChanged atomic.Bool
 
+	// bindings are the x-mcp-header annotations of the tools last listed
+	// (2026-07-28), by tool name.
+	hdrMu    sync.Mutex
+	bindings map[string][]headerBinding
+
 	proc     *proc // the server process of a stdio session (nil for HTTP)
 	procSink Sink  // the sink Connect was given: Close records the process's end there
 }
@@ -225,19 +243,49 @@ type Session struct {
 // protocolVersion 2025-11-25, else KindVersionMismatch) followed by
 // notifications/initialized. Initialize is never cancelled with a
 // notification, as the spec forbids it.
+//
+// A client pinned to 2026-07-28 sends no initialize: Connect asks
+// server/discover instead (a server that does not know the method is
+// taken at its word), and every request then carries the version itself.
+// With ProtocolAuto the first Connect probes server/discover and falls
+// back to initialize; later ones keep the version found.
 func (c *Client) Connect(ctx context.Context, sink Sink) (*Session, error) {
 	s := &Session{c: c}
 	if c.stdio != nil {
 		if err := s.start(ctx, sink); err != nil {
 			return nil, err
 		}
-		sess, err := s.connect(ctx, sink)
+		sess, err := s.open(ctx, sink)
 		if err != nil {
 			err = s.stdioStartFailed(err)
 			_ = s.Close(ctx)
 			return nil, err
 		}
 		return sess, nil
+	}
+	return s.open(ctx, sink)
+}
+
+// open runs the lifecycle of the client's pin once the transport is up.
+func (s *Session) open(ctx context.Context, sink Sink) (*Session, error) {
+	switch s.c.pin() {
+	case Protocol20260728:
+		return s.connectStateless(ctx, sink, false)
+	case ProtocolAuto:
+		sess, err := s.connectStateless(ctx, sink, true)
+		if err == nil {
+			s.c.settle(Protocol20260728)
+			return sess, nil
+		}
+		if !errors.Is(err, errNotStateless) {
+			return nil, err
+		}
+		s.ProtocolVersion, s.Capabilities, s.ServerInfo, s.Instructions = "", nil, nil, ""
+		sess, err = s.connect(ctx, sink)
+		if err == nil {
+			s.c.settle(Protocol20251125)
+		}
+		return sess, err
 	}
 	return s.connect(ctx, sink)
 }
@@ -265,8 +313,8 @@ func (s *Session) connect(ctx context.Context, sink Sink) (*Session, error) {
 	}
 	if res.ProtocolVersion != ProtocolVersion {
 		_ = s.Close(ctx)
-		return nil, &Error{Op: "initialize", Kind: KindVersionMismatch, Sent: true,
-			Message: fmt.Sprintf("server answered protocol version %q, agentctl requires %q", c.red.string(res.ProtocolVersion), ProtocolVersion)}
+		return nil, &Error{Op: "initialize", Kind: KindVersionMismatch, Sent: true, Supported: []string{res.ProtocolVersion},
+			Message: fmt.Sprintf("server answered protocol version %q at initialize, agentctl asked for %q (this remote's pin); it offers %q", c.red.cut(res.ProtocolVersion, 32), ProtocolVersion, c.red.cut(res.ProtocolVersion, 32))}
 	}
 	// A server may echo the credential it received anywhere: what is kept
 	// of its answer is redacted like its frames.

@@ -52,6 +52,10 @@ type Error struct {
 	// KindRemoteError; remote content, never printed by Error. It carries,
 	// e.g., the URLs of a -32042 (see URLElicitationHosts).
 	Data json.RawMessage
+	// Supported lists the protocol versions the server offers, for
+	// KindVersionMismatch (data.supported of a -32022, or the version an
+	// initialize answered); remote text, redacted when printed.
+	Supported []string
 }
 
 // Error renders the failure as "transport: OP: KIND[ (status N)][ (code N)]: MESSAGE: ERR".

@@ -49,6 +49,11 @@ type exchange struct {
 
 	lastEventID string
 	retry       time.Duration
+
+	// 2026-07-28 standard headers: Mcp-Name, and the Mcp-Param-* mirrors
+	// of a tools/call's x-mcp-header arguments.
+	name   string
+	params map[string]string
 }
 
 type wireRequest struct {
@@ -67,6 +72,12 @@ func (s *Session) newID() json.RawMessage {
 // returns the response matched by id (nil for a notification).
 func (s *Session) roundTrip(ctx context.Context, method string, params any, sink Sink, id json.RawMessage) (*message, error) {
 	x := &exchange{s: s, op: method, method: method, sink: sink, ctx: ctx, retry: -1, id: id}
+	if s.stateless() {
+		if id != nil {
+			params = s.withMeta(params)
+		}
+		x.name, x.params = s.standardHeaders(method, params)
+	}
 	body, err := canonjson.Marshal(wireRequest{JSONRPC: "2.0", ID: x.id, Method: method, Params: params})
 	if err != nil {
 		return nil, &Error{Op: method, Kind: KindMalformed, Err: fmt.Errorf("encode request: %w", err)}
@@ -101,7 +112,9 @@ func (s *Session) roundTrip(ctx context.Context, method string, params any, sink
 	}
 	te.Message = s.c.red.string(te.Message)
 	te.Err = s.c.red.error(te.Err)
-	if (te.Kind == KindCancelled || te.Kind == KindTimeout) && te.Sent && x.id != nil && method != "initialize" {
+	// On 2026-07-28 over HTTP, closing the response stream (done: the
+	// request's context ended) is the cancellation.
+	if (te.Kind == KindCancelled || te.Kind == KindTimeout) && te.Sent && x.id != nil && method != "initialize" && (s.proc != nil || !s.stateless()) {
 		s.notifyCancelled(ctx, x.id, string(te.Kind), sink)
 	}
 	return nil, te
@@ -191,6 +204,9 @@ func (x *exchange) post() (*http.Response, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	if x.s.stateless() {
+		x.setStandardHeaders(req.Header)
+	}
 	return x.do(req)
 }
 
@@ -280,6 +296,14 @@ func (x *exchange) httpError(resp *http.Response) error {
 func (x *exchange) handle(resp *http.Response) (*message, error) {
 	code := resp.StatusCode
 	if code < 200 || code > 299 {
+		if x.s.stateless() && x.id != nil {
+			if e := x.rpcErrorBody(resp); e != nil {
+				if err := x.httpError(resp); err != nil {
+					return nil, err
+				}
+				return nil, e
+			}
+		}
 		detail := peekDetail(resp, x.s.c.red)
 		if err := x.httpError(resp); err != nil {
 			return nil, err
@@ -290,6 +314,14 @@ func (x *exchange) handle(resp *http.Response) (*message, error) {
 			e.Kind, e.Message = KindUnauthorized, "server refused the credentials twice"
 		case code == http.StatusNotFound && x.s.sessionID != "":
 			e.Kind = KindSessionExpired
+		case code == http.StatusBadRequest && textVersionRefusal(detail) != nil:
+			want := x.s.ProtocolVersion
+			if want == "" {
+				want = Protocol20251125
+			}
+			ve := versionRefused(x.s.c, x.op, want, textVersionRefusal(detail))
+			ve.Status = code
+			return nil, ve
 		case code >= 300 && code < 400:
 			e.Message = fmt.Sprintf("redirect to %q not followed", resp.Header.Get("Location"))
 		}
@@ -405,8 +437,7 @@ func (x *exchange) deliver(b []byte, eventID string, status int) (*message, erro
 		return nil, nil
 	}
 	if m.Error != nil {
-		return nil, &Error{Op: x.op, Kind: KindRemoteError, Code: m.Error.Code, Message: x.s.c.red.cut(m.Error.Message, 1024), Sent: true, Status: status,
-			Data: x.s.c.red.json(nonNull(m.Error.Data))}
+		return nil, x.remoteError(m.Error, status)
 	}
 	return m, nil
 }
@@ -418,6 +449,11 @@ func (x *exchange) readStream(resp *http.Response) (*message, error) {
 		m, err := x.readEvents(resp)
 		if !errors.Is(err, errStreamEnded) || x.rctx.Err() != nil {
 			return m, err
+		}
+		if x.s.stateless() {
+			// 2026-07-28 has no resumption: the request is lost, and only
+			// the redispatch rules may issue it again (with a new id).
+			return nil, fmt.Errorf("%w (2026-07-28: a broken stream loses the request)", errStreamEnded)
 		}
 		if x.lastEventID == "" {
 			return nil, fmt.Errorf("%w (no event id to resume from)", errStreamEnded)

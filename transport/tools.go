@@ -134,6 +134,7 @@ func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
 	s.toolsChanged.Store(false) // a change announced from here on makes the next call list again
 	cat := &Catalog{}
 	seen := map[string]bool{}
+	bindings := map[string][]headerBinding{}
 	cursor := ""
 	for page := 1; ; page++ {
 		if page > MaxToolPages {
@@ -174,6 +175,16 @@ func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
 				cat.Warnings = append(cat.Warnings, w)
 				continue
 			}
+			if s.stateless() {
+				bs, err := headerAnnotations(wt.InputSchema)
+				if err != nil { // 2026-07-28: such a tool must not be called
+					cat.Warnings = append(cat.Warnings, fmt.Sprintf("tool %q: skipped: invalid x-mcp-header: %s", s.c.red.cut(wt.Name, 128), s.c.red.cut(err.Error(), 256)))
+					continue
+				}
+				if len(bs) > 0 {
+					bindings[wt.Name] = bs
+				}
+			}
 			t := Tool{Name: wt.Name, Title: wt.Title, Description: wt.Description,
 				InputSchema: wt.InputSchema, OutputSchema: nonNull(wt.OutputSchema),
 				Annotations: nonNull(wt.Annotations), Execution: nonNull(wt.Execution)}
@@ -185,6 +196,9 @@ func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
 			}
 		}
 		if res.NextCursor == nil || *res.NextCursor == "" {
+			if s.stateless() {
+				s.setHeaderBindings(bindings)
+			}
 			return cat, nil
 		}
 		cursor = *res.NextCursor

@@ -3,8 +3,10 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -167,6 +169,21 @@ func (ck *checker) run(ctx context.Context) *Error {
 	return nil
 }
 
+// pinHint says, for a version refusal, which protocolVersion of remote
+// would work: the newest revision agentctl speaks that the server offers.
+func pinHint(remote string, err error) string {
+	var te *transport.Error
+	if !errors.As(err, &te) || te.Kind != transport.KindVersionMismatch || te.Supported == nil {
+		return ""
+	}
+	for _, v := range transport.ProtocolVersions {
+		if slices.Contains(te.Supported, v) {
+			return fmt.Sprintf(" (pin spec.mcpServers.%s.protocolVersion: %q, which the server offers, or \"auto\")", remote, v)
+		}
+	}
+	return fmt.Sprintf(" (the server offers no revision agentctl speaks: %s)", strings.Join(transport.ProtocolVersions, ", "))
+}
+
 // serverOfField returns the remote of a field under spec.mcpServers.<name>.
 func serverOfField(field string) (string, bool) {
 	rest, ok := strings.CutPrefix(field, "spec.mcpServers.")
@@ -197,7 +214,7 @@ func (ck *checker) list(ctx context.Context, remote string) *Error {
 			code = ExitCancelled
 		}
 		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
-		fail = &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("check: remote %s: %w", remote, err)}
+		fail = &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("check: remote %s: %w%s", remote, err, pinHint(remote, err))}
 	} else {
 		ck.catalogs[remote] = rs
 		ck.servers = append(ck.servers, CheckedServer{Name: remote, URL: ck.wf.Spec.MCPServers[remote].Endpoint(), Tools: len(rs.catalog.Tools)})

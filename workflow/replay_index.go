@@ -104,6 +104,9 @@ type recSend struct {
 	// interrupted: the process ended with this send's outcome unknown
 	// (run.resumed followed); resume's first transition is its outcome.
 	interrupted bool
+	// inputRequired: the send was answered by an input-required result
+	// (2026-07-28): input_requested followed its response.
+	inputRequired bool
 }
 
 type recCall struct {
@@ -497,6 +500,9 @@ func (ix *indexer) callTransition(e events.Event) error {
 	}
 	if n := len(c.sends); n > 0 && c.sends[n-1].callErr != nil && c.sends[n-1].trigger == "" {
 		c.sends[n-1].trigger = p.Trigger
+	}
+	if n := len(c.sends); n > 0 && p.Trigger == string(fsm.InputRequested) && c.sends[n-1].callErr == nil && c.sends[n-1].result == nil {
+		c.sends[n-1].inputRequired = true
 	}
 	if t := ix.src.taskOf(p.EffectID); t != nil {
 		t.taskTransition(p.Trigger)

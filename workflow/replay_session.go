@@ -216,6 +216,8 @@ func (s *replaySession) CallTool(ctx context.Context, req transport.CallRequest,
 		return send.callResult()
 	case send.callErr != nil:
 		return nil, send.failure()
+	case send.inputRequired:
+		return send.inputRequiredResult()
 	}
 	return nil, s.div("dispatch", "a send without a recorded outcome", "its outcome")
 }
@@ -246,6 +248,27 @@ func (s *replaySession) nextSend(ctx context.Context, req transport.CallRequest,
 		return nil, err
 	}
 	return send, nil
+}
+
+// inputRequiredResult rebuilds an input-required result from the last
+// recorded response frame: the run loop answers it again, by the same
+// policy, and the next recorded send must carry the same arguments.
+func (s *recSend) inputRequiredResult() (*transport.CallResult, error) {
+	for i := len(s.responses) - 1; i >= 0; i-- {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if f := s.responses[i]; f.Dir != "in" || f.Kind != "response" || json.Unmarshal(f.Body, &m) != nil || len(m.Result) == 0 {
+			continue
+		}
+		ir, err := transport.ParseInputRequired(m.Result)
+		if err != nil {
+			return nil, fmt.Errorf("replay: recorded input-required result: %w", err)
+		}
+		return &transport.CallResult{Raw: m.Result, ID: m.ID, InputRequired: ir}, nil
+	}
+	return nil, errors.New("replay: an input-required send without its response frame")
 }
 
 // callResult rebuilds the transport result from the recorded response frame.

@@ -118,6 +118,7 @@ func (r *Runner) ResumeWith(ctx context.Context, runID string, opts ResumeOption
 	rn := newRun(r, wf, runID, l.created.Inputs)
 	rn.log = l
 	rn.gens = maps.Clone(l.gens)
+	rn.protos = maps.Clone(l.protos)
 	l.retryFailed = opts.RetryFailed
 	command := "resume"
 	if opts.RetryFailed {

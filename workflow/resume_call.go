@@ -32,6 +32,12 @@ func (rn *run) resumedCall(t spec.TaskSpec, lc *loggedCall) (*call, error) {
 
 // resume carries an interrupted call on from the state the log left it in.
 func (c *call) resume(ctx context.Context, lc *loggedCall) (any, error) {
+	if c.m.State == fsm.InputRequired && c.m.ByInputResult {
+		// Interrupted while answering an input-required result: the tool
+		// has not run, so the call fails definitively (a retry may follow).
+		return nil, c.failDefinitive(ctx, &callFailure{kind: "interrupted",
+			msg: fmt.Sprintf("%s while answering an input request of tool %q; the tool has not run", ReasonInterrupted, c.tool.Name)})
+	}
 	switch c.m.State {
 	case fsm.Prepared:
 		return c.resumePrepared(ctx)

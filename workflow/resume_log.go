@@ -21,6 +21,7 @@ type runLog struct {
 	attempts map[string][]*loggedAttempt
 	calls    map[string]*loggedCall
 	gens     map[string]int                               // highest generation per remote
+	protos   map[string]string                            // remote → protocol version of its first session
 	catalogs map[string]map[int]*projector.SessionCatalog // remote → generation → tools/list
 	// retryFailed: this resume gives failed tasks a new attempt.
 	retryFailed bool
@@ -54,7 +55,7 @@ type loggedCall struct {
 // wraps events.ErrNoRun.
 func loadRunLog(ctx context.Context, db *events.DB, runID string) (*runLog, error) {
 	l := &runLog{runID: runID, attempts: map[string][]*loggedAttempt{}, calls: map[string]*loggedCall{},
-		gens: map[string]int{}, catalogs: map[string]map[int]*projector.SessionCatalog{}}
+		gens: map[string]int{}, protos: map[string]string{}, catalogs: map[string]map[int]*projector.SessionCatalog{}}
 	err := db.Scan(ctx, runID, 0, func(e events.Event) error {
 		l.lastSeq = e.Seq
 		return l.fold(e)
@@ -115,6 +116,9 @@ func (l *runLog) fold(e events.Event) error {
 			return err
 		}
 		l.gens[p.Remote] = max(l.gens[p.Remote], p.Generation)
+		if l.protos[p.Remote] == "" && p.ProtocolVersion != "" {
+			l.protos[p.Remote] = p.ProtocolVersion
+		}
 	case projector.TypeSessionCatalog:
 		var p projector.SessionCatalog
 		if err := e.Decode(&p); err != nil {

@@ -192,7 +192,10 @@ type runState struct {
 	remotes map[string]*remoteState // guarded by mu
 	conns   map[string]Conn         // guarded by mu
 	gens    map[string]int          // guarded by mu
-	opened  []*remoteState          // every session opened, closed at the end; guarded by mu
+	// protos: the protocol version each remote's first session spoke, as
+	// recorded (resume): a remote pinned to auto keeps it for the run.
+	protos map[string]string
+	opened []*remoteState // every session opened, closed at the end; guarded by mu
 	// sessMu serialises opening sessions, so concurrent tasks share one.
 	sessMu sync.Mutex
 	// log is the run as recorded before a resume; nil for a fresh run.

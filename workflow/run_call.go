@@ -62,6 +62,10 @@ type call struct {
 	// call's bounds (task_bounds.go).
 	taskShown string
 	tb        taskBounds
+
+	// input answers the last input-required result (2026-07-28): the
+	// request is re-issued with it; nil before any.
+	input *transport.InputAnswer
 }
 
 // callFailure is a definitive failure decided by agentctl itself. err,
@@ -121,7 +125,7 @@ func (c *call) dispatch(ctx context.Context) (any, error) {
 // carry their effect identity as the idempotency key, others carry none.
 func (c *call) request() transport.CallRequest {
 	req := transport.CallRequest{Tool: c.tool.Name, Arguments: c.args, ProgressToken: c.effectID[:16],
-		Elicitation: c.rn.wf.Action(c.task).Elicitation.Policy()}
+		Elicitation: c.rn.wf.Action(c.task).Elicitation.Policy(), Input: c.input}
 	if c.m.Idempotency == fsm.Keyed {
 		req.Meta = map[string]any{IdempotencyKeyMeta: c.effectID}
 	}
@@ -146,6 +150,12 @@ func (c *call) send(ctx context.Context) (any, error) {
 			}
 		} else {
 			res, err = c.rs.sess.CallTool(ctx, c.request(), c.rn.frameSink(c.stream(), c.frameBase(), true))
+		}
+		if err == nil && res.InputRequired != nil {
+			if err := c.answerInput(ctx, res.InputRequired); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if err == nil {
 			return c.complete(ctx, res)

@@ -316,6 +316,9 @@ func (rn *run) conn(remote string) (Conn, error) {
 		d = NetworkDialer{}
 	}
 	cfg := rn.wf.TransportConfig(remote)
+	if v := rn.protos[remote]; cfg.ProtocolVersion == transport.ProtocolAuto && v != "" {
+		cfg.ProtocolVersion = v // probed once, recorded: a run never changes version
+	}
 	cfg.UserAgent = rn.r.UserAgent
 	cfg.Getenv = rn.r.Getenv
 	conn, err := d.Dial(remote, cfg)

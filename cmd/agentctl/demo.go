@@ -131,17 +131,20 @@ func (a *app) demoStdio(ctx context.Context, f runFlags) error {
 }
 
 func (a *app) demoServeCmd() *cobra.Command {
-	var addr string
+	var addr, protocol string
 	var stdio bool
 	cmd := &cobra.Command{
 		Use:     "serve",
 		Short:   "Serve the demo MCP server until interrupted",
-		Example: "  agentctl demo serve --addr 127.0.0.1:8765 &\n  agentctl run examples/lookup.yaml --input query=mcp",
+		Example: "  agentctl demo serve --addr 127.0.0.1:8765 &\n  agentctl run examples/lookup.yaml --input query=mcp\n  agentctl demo serve --protocol 2026-07-28 --addr 127.0.0.1:8766",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer cancel()
-			srv := demoserver.New(demoserver.Options{})
+			if protocol != "" && protocol != "2025-11-25" && protocol != demoserver.Protocol20260728 {
+				return usageErr("--protocol %q: want 2025-11-25 or %s", protocol, demoserver.Protocol20260728)
+			}
+			srv := demoserver.New(demoserver.Options{Protocol: protocol})
 			if stdio { // one session on stdin/stdout, until stdin closes
 				if err := srv.ServeStdio(ctx, os.Stdin, os.Stdout); err != nil && ctx.Err() == nil {
 					return &exitError{code: workflow.ExitRemote, err: fmt.Errorf("demo server (stdio): %w", err)}
@@ -164,5 +167,6 @@ func (a *app) demoServeCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8765", "loopback address to listen on")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve one MCP session on stdin/stdout instead (a stdio server)")
+	cmd.Flags().StringVar(&protocol, "protocol", "", "speak only this MCP revision: 2025-11-25, or 2026-07-28 (stateless, with the tools confirm and regional); default: every revision the go-sdk speaks")
 	return cmd
 }

@@ -26,12 +26,14 @@ type adhoc struct {
 	headers      []string
 	timeout      int
 	allowPrivate bool
+	protocol     string
 }
 
 func (f *adhoc) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.headers, "header", nil, "request header as NAME=env:VAR, NAME=file:PATH or NAME=VALUE (a literal: visible in the process list, redacted in the log; at least 8 bytes); repeatable")
 	cmd.Flags().IntVar(&f.timeout, "timeout", 60, "inactivity timeout in seconds")
 	cmd.Flags().BoolVar(&f.allowPrivate, "allow-private", false, "allow loopback and private addresses (needed for 127.0.0.1)")
+	cmd.Flags().StringVar(&f.protocol, "protocol", "", "MCP revision to speak: 2025-11-25 (default), 2026-07-28 (stateless), or auto (server/discover, falling back to initialize)")
 }
 
 // literalHeaderEnv is the environment variable prefix a literal --header
@@ -111,12 +113,12 @@ func splitDash(cmd *cobra.Command, args []string, want int) ([]string, target, e
 // commandAllowlist.
 func (f *adhoc) workflowForTarget(stderr io.Writer, to target, tool, idempotency string, args map[string]any) (*spec.Workflow, error) {
 	w := spec.Workflow{APIVersion: spec.APIVersion, Kind: "Workflow", Metadata: spec.Metadata{Name: "adhoc-" + toolOrList(tool)}}
-	server := spec.ServerSpec{URL: to.url, TimeoutSeconds: f.timeout}
+	server := spec.ServerSpec{URL: to.url, TimeoutSeconds: f.timeout, ProtocolVersion: f.protocol}
 	if len(to.command) > 0 {
 		if len(f.headers) > 0 || f.allowPrivate {
 			return nil, usageErr("--header and --allow-private apply to a URL, not to a stdio server")
 		}
-		server = spec.ServerSpec{Command: to.command, TimeoutSeconds: f.timeout}
+		server = spec.ServerSpec{Command: to.command, TimeoutSeconds: f.timeout, ProtocolVersion: f.protocol}
 		w.Spec.Policy = spec.PolicySpec{CommandAllowlist: []string{to.command[0]}}
 	} else {
 		u, err := url.Parse(to.url)

@@ -93,7 +93,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "agentctl",
 		Short: "Run workflows that call tools on remote MCP servers, with every protocol step recorded",
-		Long: `agentctl runs workflows whose tasks call tools on remote MCP servers (protocol 2025-11-25,
+		Long: `agentctl runs workflows whose tasks call tools on remote MCP servers (protocols 2025-11-25 and 2026-07-28,
 Streamable HTTP) and appends every protocol step to a SQLite event log. The log is the only
 source of truth: inspect, replay and audit read it and never touch the network.
 

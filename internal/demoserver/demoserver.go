@@ -57,6 +57,11 @@ type Options struct {
 	// StepDelay is waited between analyze progress steps (0 = no delay). The
 	// wait ends early when the request is cancelled.
 	StepDelay time.Duration
+	// Protocol restricts the server to one MCP revision: "" (the go-sdk's
+	// defaults, every revision it speaks), "2025-11-25", or "2026-07-28"
+	// (stateless: no session, server/discover, input-required results).
+	// A 2026-07-28 server also has the tools of ModernToolNames.
+	Protocol string
 }
 
 // Server is the demo MCP server. Create it with [New].
@@ -135,7 +140,14 @@ func New(opts Options) *Server {
 	for _, n := range ToolNames {
 		s.calls[n] = new(atomic.Int64)
 	}
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: Name, Version: Version}, &mcp.ServerOptions{PageSize: opts.PageSize})
+	sopts := &mcp.ServerOptions{PageSize: opts.PageSize}
+	if opts.Protocol != "" {
+		sopts.SupportedProtocolVersions = []string{opts.Protocol}
+	}
+	for _, n := range ModernToolNames {
+		s.calls[n] = new(atomic.Int64)
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: Name, Version: Version}, sopts)
 
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:        "search",
@@ -216,8 +228,11 @@ func New(opts Options) *Server {
 		return nil, CounterOutput{Count: s.counter.Add(1)}, nil
 	}))
 
+	if opts.Protocol == Protocol20260728 {
+		s.addModernTools()
+	}
 	s.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-		Stateless:      opts.Stateless,
+		Stateless:      opts.Stateless || opts.Protocol == Protocol20260728,
 		JSONResponse:   opts.JSONResponse,
 		SessionTimeout: opts.SessionTimeout,
 	})

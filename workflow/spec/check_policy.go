@@ -103,8 +103,8 @@ func (c *checker) servers() {
 		if c.has(p+".maxSeconds") && s.MaxSeconds <= 0 {
 			c.errf(p+".maxSeconds", "must be greater than 0, got %d", s.MaxSeconds)
 		}
-		if c.has(p+".protocolVersion") && s.ProtocolVersion != ProtocolVersion {
-			c.errf(p+".protocolVersion", "unsupported protocolVersion %q; agentctl speaks %s only", s.ProtocolVersion, ProtocolVersion)
+		if c.has(p+".protocolVersion") && !contains(ProtocolPins, s.ProtocolVersion) {
+			c.errf(p+".protocolVersion", "unsupported protocolVersion %q; want one of %s", s.ProtocolVersion, strings.Join(ProtocolPins, ", "))
 		}
 		if c.has(p+".useTasks") && !contains([]string{UseTasksOptional, UseTasksAlways, UseTasksNever}, s.UseTasks) {
 			c.errf(p+".useTasks", "unknown useTasks %q; want one of optional, always, never", s.UseTasks)

@@ -17,8 +17,13 @@ const APIVersion = "agentctl.dev/v1alpha1"
 // Kind is the only accepted value of a workflow file's kind.
 const Kind = "Workflow"
 
-// ProtocolVersion is the only MCP protocol version agentctl speaks.
+// ProtocolVersion is the MCP protocol version a server is spoken to in
+// when its protocolVersion is not set.
 const ProtocolVersion = "2025-11-25"
+
+// ProtocolPins are the values of a server's protocolVersion: a revision,
+// or auto (probed once per run, recorded, kept for the run).
+var ProtocolPins = []string{"2025-11-25", "2026-07-28", "auto"}
 
 // ActionKindMCPCall is the only action kind: one tools/call on a remote.
 const ActionKindMCPCall = "mcp.call"
@@ -119,7 +124,7 @@ type ServerSpec struct {
 	Headers         map[string]SecretRefSpec `yaml:"headers" json:"headers,omitempty" jsonschema_description:"Extra request headers; every value is a secret reference."`
 	TimeoutSeconds  int                      `yaml:"timeoutSeconds" json:"timeoutSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Inactivity timeout per request, restarted by every frame."`
 	MaxSeconds      int                      `yaml:"maxSeconds" json:"maxSeconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Bound on the whole request."`
-	ProtocolVersion string                   `yaml:"protocolVersion" json:"protocolVersion,omitempty" jsonschema:"enum=2025-11-25" jsonschema_description:"MCP protocol version; only 2025-11-25."`
+	ProtocolVersion string                   `yaml:"protocolVersion" json:"protocolVersion,omitempty" jsonschema:"enum=2025-11-25,enum=2026-07-28,enum=auto" jsonschema_description:"MCP protocol revision: 2025-11-25 (default; initialize and sessions), 2026-07-28 (stateless), or auto (server/discover once, falling back to initialize; the version found is recorded and kept for the run)."`
 	UseTasks        string                   `yaml:"useTasks" json:"useTasks,omitempty" jsonschema:"enum=optional,enum=always,enum=never" jsonschema_description:"MCP tasks for this server's tools: optional (default: a task for a tool that requires one, or whose action says task: true), always (also for every tool that allows one), never (a tool that requires a task fails before sending)."`
 }
 

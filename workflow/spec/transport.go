@@ -36,6 +36,8 @@ func (w *Workflow) TransportConfig(name string) transport.Config {
 		Timeout:     time.Duration(srv.TimeoutSeconds) * time.Second,
 		MaxDuration: time.Duration(srv.MaxSeconds) * time.Second,
 		Elicitation: w.elicits(name),
+		// The pin: "" is the default revision.
+		ProtocolVersion: srv.ProtocolVersion,
 	}
 	if srv.IsStdio() {
 		cfg.URL, cfg.Headers = "", nil

@@ -60,6 +60,9 @@ type agentctl struct {
 // its stdout.
 func (a agentctl) exec(args ...string) ([]byte, error) {
 	full := append([]string{"--db", a.db}, args...)
+	if a.protocol != "" && len(args) > 0 && args[0] == "mcp" {
+		full = append(full, "--protocol", a.protocol)
+	}
 	cmd := exec.Command(a.bin, full...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -79,6 +82,29 @@ var scenarios = map[string]func(agentctl, string) error{
 	"sse-retry": func(a agentctl, u string) error {
 		return a.call(u, "test_reconnection", `{}`)
 	},
+	"http-standard-headers": func(a agentctl, u string) error {
+		return errors.Join(a.call(u, "test_headers", `{}`), a.call(u, "my-hyphenated-tool", `{}`))
+	},
+	"http-custom-headers": contextToolCalls,
+	"http-invalid-tool-headers": func(a agentctl, u string) error {
+		// The valid tool is called; a call of an invalid one must be
+		// refused by agentctl (the tool is not in its catalogue), so its
+		// failure is the expected outcome and not reported.
+		if err := a.call(u, "valid_tool", `{"region":"us-west1"}`); err != nil {
+			return err
+		}
+		if a.call(u, "invalid_object_header", `{"data":{}}`) == nil {
+			return errors.New("agentctl called invalid_object_header, whose x-mcp-header is invalid")
+		}
+		return nil
+	},
+	"sep-2322-client-request-state": func(a agentctl, u string) error {
+		var errs []error
+		for _, tool := range []string{"test_mrtr_echo_state", "test_mrtr_no_state", "test_mrtr_unrelated", "test_mrtr_no_result_type"} {
+			errs = append(errs, a.call(u, tool, `{}`, "--elicitation", "defaults"))
+		}
+		return errors.Join(errs...)
+	},
 	"elicitation-sep1034-client-defaults": func(a agentctl, u string) error {
 		return a.call(u, "test_client_elicitation_defaults", `{}`, "--elicitation", "defaults")
 	},
@@ -96,6 +122,44 @@ var scenarios = map[string]func(agentctl, string) error{
 		args, _ := json.Marshal(map[string]json.RawMessage{"schema": schema})
 		return a.call(u, "json_schema_echo", string(args))
 	},
+}
+
+// contextToolCalls makes the tool calls the scenario's context lists
+// (MCP_CONFORMANCE_CONTEXT {"toolCalls":[{name, arguments}]}), in order.
+func contextToolCalls(a agentctl, u string) error {
+	var ctx struct {
+		ToolCalls []struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"toolCalls"`
+	}
+	if err := json.Unmarshal([]byte(os.Getenv("MCP_CONFORMANCE_CONTEXT")), &ctx); err != nil {
+		return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
+	}
+	var errs []error
+	for _, c := range ctx.ToolCalls {
+		errs = append(errs, a.call(u, c.Name, withoutNulls(c.Arguments)))
+	}
+	return errors.Join(errs...)
+}
+
+// withoutNulls drops the null members of an arguments object: agentctl
+// checks arguments against the tool's inputSchema before sending, and a
+// null where the schema wants a boolean would stop the call there. An
+// absent argument is the other case the scenario's rule covers ("null or
+// not provided": no Mcp-Param header).
+func withoutNulls(args json.RawMessage) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return string(args)
+	}
+	for k, v := range m {
+		if string(v) == "null" {
+			delete(m, k)
+		}
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
 }
 
 func listTools(a agentctl, u string) error {
