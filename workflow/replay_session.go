@@ -45,7 +45,15 @@ func (s *recSend) failure() error {
 			return &replayedError{msg: ce.Message, err: errors.New(ce.Message)}
 		}
 	case fsm.Cancel:
+		// The source's context ended after the send: the user's cancel
+		// (recorded kind cancelled) or a deadline. The replay fires the
+		// same Cancel, and ends as the source did (exit 130 for the user's).
+		cause := "timeout"
+		if te.Kind == transport.KindCancelled {
+			cause = "user"
+		}
 		te.Kind, te.Sent = transport.KindCancelled, true
+		return &replayedError{msg: ce.Message, err: te, ctxEnded: true, cancelCause: cause}
 	case fsm.URLElicitationRequired:
 		// The recorded message is the call's, which names the hosts in
 		// front of the server's error: give back the server's error (its

@@ -172,6 +172,9 @@ func (c *call) send(ctx context.Context) (any, error) {
 			err = fmt.Errorf("%s: %s: %w", fsm.ReasonURLElicitationRequired, why, err)
 		}
 		c.noteUserCancel(ctx)
+		if _, cancelled := replayedCtxEnd(err); cancelled {
+			c.cancelled = true // a replay's context never ends: its source's user stopped it here
+		}
 		rec := c.errorRecord(err)
 		if transport.KindOf(err) == transport.KindSessionExpired {
 			if aerr := rn.append(events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: projector.TypeSessionExpired,
