@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -283,4 +284,45 @@ func taskCrashMatrix(t *testing.T, idem string, sealed bool) {
 			}
 		})
 	}
+}
+
+// TestCLI_TaskSessionIDNeverInClear: with encryption off, a task call's
+// session id (a bearer credential) is in no row or byte of the database,
+// on either backend, nor in the run's jsonl output or its audit export;
+// only its digest is kept.
+func TestCLI_TaskSessionIDNeverInClear(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		srv := mcptest.Start(t, mcptest.Options{Tasks: &mcptest.TaskOptions{WorkingPolls: 2, PollInterval: 10}}, researchTool())
+		db := b.DSN(t)
+		out, stderr, code := cli(t, "run", researchWorkflow(t, srv.URL, "at_most_once"), "--db", db, "--output", "jsonl")
+		if code != 0 {
+			t.Fatalf("run exit %d: %s\n%s", code, stderr, out)
+		}
+		ids := sessionIDs(srv)
+		if len(ids) == 0 || srv.TaskStats().Created != 1 {
+			t.Fatalf("sessions %v, tasks %+v: the run made no task call", ids, srv.TaskStats())
+		}
+		var runID string
+		for _, l := range strings.Split(out, "\n") {
+			if i := strings.Index(l, `"runId":"`); i >= 0 && runID == "" {
+				runID, _, _ = strings.Cut(l[i+len(`"runId":"`):], `"`)
+			}
+		}
+		file := filepath.Join(t.TempDir(), "audit.jsonl")
+		if _, stderr, code := cli(t, "audit", "export", runID, "-o", file, "--db", db); code != 0 {
+			t.Fatalf("audit export %q: exit %d %s", runID, code, stderr)
+		}
+		exp, _ := os.ReadFile(file)
+		if !dbHolds(t, db, "sessionIdDigest") {
+			t.Fatal("the database holds no session id digest: nothing was checked")
+		}
+		for _, id := range ids {
+			if dbHolds(t, db, id) {
+				t.Errorf("session id %q is stored in the database", id)
+			}
+			if strings.Contains(out, id) || strings.Contains(string(exp), id) {
+				t.Errorf("session id %q is in the jsonl output or the audit export", id)
+			}
+		}
+	})
 }
