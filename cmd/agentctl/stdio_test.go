@@ -150,6 +150,13 @@ func TestStdio_RunSharesOneProcessAndReplayStartsNone(t *testing.T) {
 	if got := strings.Join(v.types("mcp.process"), ","); got != "mcp.process,mcp.process_exit" {
 		t.Errorf("process events = %s", got)
 	}
+	// Each task's end is recorded once, and the process's end after the
+	// last response it gave, with run.finished (not through the lane of
+	// the task that started it, which would commit that task's end again).
+	runID := runIDs(t, db)[0]
+	if got, want := describe(t, db, runID), stdioTwoTaskLog(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 	out, stderr, code = cli(t, "replay", "last", "--db", db)
 	if code != 0 {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, stderr)
@@ -157,6 +164,17 @@ func TestStdio_RunSharesOneProcessAndReplayStartsNone(t *testing.T) {
 	if n := countLines(t, starts, "start "); n != 1 {
 		t.Errorf("replay started the server: %d starts, want 1", n)
 	}
+}
+
+// stdioTwoTaskLog is the log of stdioWorkflow's two echo calls on one process.
+func stdioTwoTaskLog() []string {
+	call := []string{"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call",
+		"mcp.response in", "call.result", "call.transition dispatched->succeeded"}
+	out := []string{"run.created", "task.started first", "mcp.process local",
+		"mcp.request out initialize", "mcp.response in", "mcp.notification out notifications/initialized", "session.opened",
+		"mcp.request out tools/list", "mcp.response in", "session.catalog"}
+	out = append(append(out, call...), "task.finished first succeeded", "task.started second", "session.attached")
+	return append(append(out, call...), "task.finished second succeeded", "mcp.process_exit local", "run.finished succeeded")
 }
 
 // TestStdio_PolicyRefusalStartsNothing: a program not in commandAllowlist
