@@ -13,20 +13,21 @@ import (
 // test states only what differs (tools, classes, arguments) and every test
 // shares one correct header (the policy that admits http on 127.0.0.1).
 type Workflow struct {
-	Name   string // metadata.name; "" = "test"
-	Server string // the remote's name; "" = "local"
-	URL    string // the remote's URL, on 127.0.0.1
+	Name           string // metadata.name; "" = "test"
+	Server         string // the remote's name; "" = "local"
+	URL            string // the remote's URL, on 127.0.0.1
+	TimeoutSeconds int    // the remote's inactivity timeout; 0 = 30
+	Concurrency    int    // spec.concurrency; 0 = absent
+	Tasks          []Task
+	Outputs        []Output
+
 	// Command makes the remote a stdio server instead of URL; its program
 	// is the policy's commandAllowlist.
 	Command []string
 	// ServerKeys are more keys of the remote, e.g. "env: {A: b}".
 	ServerKeys []string
 	// PolicyKeys are more keys of the policy, e.g. "environmentAllowlist: [A]".
-	PolicyKeys     []string
-	TimeoutSeconds int // the remote's inactivity timeout; 0 = 30
-	Concurrency    int // spec.concurrency; 0 = absent
-	Tasks          []Task
-	Outputs        []Output
+	PolicyKeys []string
 }
 
 // Task is one task: it calls Tool on the remote through Action.
