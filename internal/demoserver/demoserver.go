@@ -57,6 +57,9 @@ type Options struct {
 	// StepDelay is waited between analyze progress steps (0 = no delay). The
 	// wait ends early when the request is cancelled.
 	StepDelay time.Duration
+	// OnCall, when set, is called with the tool's name as each handler
+	// starts, before it does anything (a test counting executions).
+	OnCall func(tool string)
 }
 
 // Server is the demo MCP server. Create it with [New].
@@ -202,6 +205,9 @@ func New(opts Options) *Server {
 		},
 	}, func(_ context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.calls["bad_output"].Add(1)
+		if s.opts.OnCall != nil {
+			s.opts.OnCall("bad_output")
+		}
 		return &mcp.CallToolResult{
 			Content:           []mcp.Content{&mcp.TextContent{Text: `{"n":"x"}`}},
 			StructuredContent: map[string]any{"n": "x"},
@@ -263,6 +269,9 @@ func countTyped[In, Out any](s *Server, name string, h mcp.ToolHandlerFor[In, Ou
 	c := s.calls[name]
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		c.Add(1)
+		if s.opts.OnCall != nil {
+			s.opts.OnCall(name)
+		}
 		return h(ctx, req, in)
 	}
 }

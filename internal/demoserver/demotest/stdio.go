@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentctl/agentctl/internal/demoserver"
 )
@@ -20,6 +22,24 @@ const PeerEnv = "AGENTCTL_STDIO_PEER"
 // StartsEnv, when set in a peer's environment, names a file the peer
 // appends one line to each time it starts (a replay must start none).
 const StartsEnv = "AGENTCTL_STDIO_PEER_STARTS"
+
+// CallsEnv, when set in a demo peer's environment, names a file the peer
+// appends "TOOL PID" to each time a tool handler starts: executions
+// counted server-side, across the processes of a run and its resume.
+const CallsEnv = "AGENTCTL_STDIO_PEER_CALLS"
+
+// DieEnv, when set in a demo peer's environment (with StartsEnv), names a
+// tool whose handler, in the first process started only, is counted and
+// then exits the process (status 2) before answering: a server that ran
+// the call and died.
+const DieEnv = "AGENTCTL_STDIO_PEER_DIE"
+
+// LingerEnv, when set in a demo peer's environment, makes the peer
+// outlive a parent that died: when its stdin ends and its parent is gone
+// (it was reparented), it stays alive until a signal ends it, so only the
+// parent-death signal (or a resume ending it) stops it. When its stdin
+// ends and its parent is alive (a clean end), it exits as usual.
+const LingerEnv = "AGENTCTL_STDIO_PEER_LINGER"
 
 // StdioPeer runs this process as a stdio MCP server in mode and returns
 // its exit code; a test binary calls it from TestMain when PeerEnv is set:
@@ -36,10 +56,7 @@ const StartsEnv = "AGENTCTL_STDIO_PEER_STARTS"
 //     with StartsEnv set, appends "hang PID" to that file first)
 func StdioPeer(mode string) int {
 	if f := os.Getenv(StartsEnv); f != "" {
-		if fh, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-			fmt.Fprintf(fh, "start %d\n", os.Getpid())
-			fh.Close()
-		}
+		appendLine(f, fmt.Sprintf("start %d %d", os.Getpid(), selfStartTime()))
 	}
 	switch mode {
 	case "exit":
@@ -66,9 +83,13 @@ func StdioPeer(mode string) int {
 		fmt.Fprintf(os.Stderr, "unknown peer mode %q\n", mode)
 		return 2
 	}
-	if err := demoserver.New(demoserver.Options{}).ServeStdio(context.Background(), os.Stdin, os.Stdout); err != nil {
+	ppid := os.Getppid()
+	if err := demoserver.New(demoserver.Options{OnCall: onCall()}).ServeStdio(context.Background(), os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
+	}
+	if os.Getenv(LingerEnv) != "" && orphaned(ppid) {
+		select {} // until a signal's default action ends the process
 	}
 	return 0
 }
@@ -151,4 +172,64 @@ func starts() int {
 		return 0
 	}
 	return strings.Count(string(b), "start ")
+}
+
+// onCall counts each execution in CallsEnv's file and dies as DieEnv says;
+// nil when neither is set.
+func onCall() func(string) {
+	calls, die := os.Getenv(CallsEnv), os.Getenv(DieEnv)
+	if calls == "" && die == "" {
+		return nil
+	}
+	return func(tool string) {
+		if calls != "" {
+			appendLine(calls, fmt.Sprintf("%s %d", tool, os.Getpid()))
+		}
+		if tool == die && starts() <= 1 {
+			fmt.Fprintf(os.Stderr, "demo peer: %s ran, dying before the answer\n", tool)
+			os.Exit(2)
+		}
+	}
+}
+
+// appendLine appends line to file (one write: lines of concurrent
+// processes do not interleave).
+func appendLine(file, line string) {
+	if fh, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+		_, _ = fh.WriteString(line + "\n")
+		fh.Close()
+	}
+}
+
+// selfStartTime is field 22 of /proc/self/stat (0 where unknown), so that
+// a test can tell this process from a later one given its pid.
+func selfStartTime() uint64 {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
+}
+
+// orphaned reports whether this process's parent, once ppid, is gone. A
+// dying parent closes its files (our stdin ends) just before its children
+// are reparented, so the change is looked for during a short while.
+func orphaned(ppid int) bool {
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if os.Getppid() != ppid {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
 }
