@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -320,5 +321,34 @@ func TestStdio_AdHoc(t *testing.T) {
 	_, stderr, code = cli(t, "mcp", "tools", "--db", db, "extra", "--", "env")
 	if code != 2 {
 		t.Errorf("an argument before -- of mcp tools: exit %d, want 2: %s", code, stderr)
+	}
+}
+
+// TestStdio_TaskStatusBetweenExchangesReplays: a stdio server's
+// notifications/tasks/status that arrives while no exchange listens is
+// recorded ahead of the next request (the first tasks/get); the run and a
+// replay of it (and a replay of the replay) succeed from the log alone.
+func TestStdio_TaskStatusBetweenExchangesReplays(t *testing.T) {
+	dir := t.TempDir()
+	db, starts := filepath.Join(dir, "a.db"), filepath.Join(dir, "starts")
+	wf := stdioWorkflow(t, "raw", starts, "task", "at_most_once", "")
+	if out, stderr, code := cli(t, "run", wf, "--db", db, "--output", "json"); code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, stderr)
+	}
+	runID := runIDs(t, db)[0]
+	log := describe(t, db, runID)
+	i := slices.Index(log, "mcp.request out tasks/get")
+	if i < 1 || log[i-1] != "mcp.notification in notifications/tasks/status" {
+		t.Fatalf("the status notification is not recorded ahead of the first tasks/get:\n%s", strings.Join(log, "\n"))
+	}
+	out, stderr, code := cli(t, "replay", runID, "--db", db, "--output", "json")
+	if code != 0 {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if out, stderr, code := cli(t, "replay", jsonRunID(t, out), "--db", db); code != 0 {
+		t.Fatalf("replay of the replay: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if n := countLines(t, starts, "start "); n != 1 {
+		t.Errorf("%d processes started, want 1 (replays start none)", n)
 	}
 }

@@ -53,7 +53,10 @@ const LingerEnv = "AGENTCTL_STDIO_PEER_LINGER"
 //     progress notification before its result), die (exits 2 mid-call,
 //     after a line on stderr; with StartsEnv set, only the first process
 //     started dies, later ones answer like echo) and hang (stuck for good, deaf even to the end of stdin;
-//     with StartsEnv set, appends "hang PID" to that file first)
+//     with StartsEnv set, appends "hang PID" to that file first) and task
+//     (task support required: answers a CreateTaskResult, then at once a
+//     notifications/tasks/status, which arrives between two exchanges;
+//     tasks/get says completed, tasks/result echoes the arguments)
 func StdioPeer(mode string) int {
 	if f := os.Getenv(StartsEnv); f != "" {
 		appendLine(f, fmt.Sprintf("start %d %d", os.Getpid(), selfStartTime()))
@@ -113,6 +116,7 @@ func rawPeer(r io.Reader, w io.Writer) int {
 		send(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
 	}
 	obj := map[string]any{"type": "object"}
+	var taskArgs json.RawMessage // the task tool's arguments
 	for in.Scan() {
 		var m rawMsg
 		if json.Unmarshal(in.Bytes(), &m) != nil {
@@ -120,13 +124,15 @@ func rawPeer(r io.Reader, w io.Writer) int {
 		}
 		switch m.Method {
 		case "initialize":
-			reply(m.ID, map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tools": map[string]any{}},
+			reply(m.ID, map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tools": map[string]any{},
+				"tasks": map[string]any{"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}},
 				"serverInfo": map[string]any{"name": "raw-peer", "version": "1"}})
 		case "tools/list":
 			reply(m.ID, map[string]any{"tools": []any{
 				map[string]any{"name": "echo", "inputSchema": obj},
 				map[string]any{"name": "die", "inputSchema": obj},
 				map[string]any{"name": "hang", "inputSchema": obj},
+				map[string]any{"name": "task", "inputSchema": obj, "execution": map[string]any{"taskSupport": "required"}},
 			}})
 		case "tools/call":
 			var p struct {
@@ -138,6 +144,11 @@ func rawPeer(r io.Reader, w io.Writer) int {
 			}
 			_ = json.Unmarshal(m.Params, &p)
 			switch p.Name {
+			case "task":
+				taskArgs = p.Arguments
+				reply(m.ID, map[string]any{"task": rawTask("working")})
+				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": rawTask("working")})
+				continue
 			case "die":
 				if starts() <= 1 {
 					fmt.Fprintln(os.Stderr, "raw peer: dying in the middle of a call")
@@ -160,9 +171,19 @@ func rawPeer(r io.Reader, w io.Writer) int {
 			reply(m.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": string(p.Arguments)}}, "structuredContent": json.RawMessage(p.Arguments)})
 		case "ping":
 			reply(m.ID, map[string]any{})
+		case "tasks/get":
+			reply(m.ID, rawTask("completed"))
+		case "tasks/result":
+			reply(m.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": string(taskArgs)}}, "structuredContent": taskArgs})
 		}
 	}
 	return 0
+}
+
+// rawTask is the raw peer's one task with status.
+func rawTask(status string) map[string]any {
+	return map[string]any{"taskId": "raw-task-1", "status": status, "statusMessage": status, "ttl": 60000, "pollInterval": 50,
+		"createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z"}
 }
 
 // starts counts the starts recorded in StartsEnv's file (0 when unset).
