@@ -180,9 +180,11 @@ func rawPeer(r io.Reader, w io.Writer) int {
 	return 0
 }
 
-// rawTask is the raw peer's one task with status.
+// rawTask is the raw peer's one task with status. Its poll interval
+// leaves the status notification sent after the CreateTaskResult half a
+// second to arrive before the first tasks/get.
 func rawTask(status string) map[string]any {
-	return map[string]any{"taskId": "raw-task-1", "status": status, "statusMessage": status, "ttl": 60000, "pollInterval": 50,
+	return map[string]any{"taskId": "raw-task-1", "status": status, "statusMessage": status, "ttl": 60000, "pollInterval": 500,
 		"createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z"}
 }
 
