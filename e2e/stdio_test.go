@@ -191,8 +191,8 @@ func TestStdio_TSEverything(t *testing.T) {
 		// The call's part of the log, exactly: three progress notifications
 		// persisted in order, each before the next line was read.
 		log := describe(t, db, res.RunID)
-		i := slices.Index(log, "call.transition prepared->dispatched")
-		if i < 0 || i+8 > len(log) || !slices.Equal(log[i:i+8], succeededCall(3)[1:]) {
+		i := slices.Index(log, "mcp.request out tools/call")
+		if i < 0 || i+7 > len(log) || !slices.Equal(log[i:i+7], succeededCall(3)[2:]) {
 			t.Fatalf("log:\n%s", numbered(log))
 		}
 		if strings.Join(live, "\n") != strings.Join(log, "\n") {
