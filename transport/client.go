@@ -340,8 +340,19 @@ func (s *Session) IDDigest() string {
 // (bounded to 2s). It is idempotent; a server refusing DELETE (405) or not
 // knowing the session (404) is not an error.
 func (s *Session) Close(ctx context.Context) error {
+	return s.CloseWith(ctx, nil)
+}
+
+// CloseWith is Close, recording a stdio server's end (the messages no
+// exchange took, then the "process_exit" frame) with sink instead of the
+// sink Connect was given (nil: that one). A caller whose Connect sink is
+// bound to one task's records passes the run's own at the end.
+func (s *Session) CloseWith(ctx context.Context, sink Sink) error {
 	if s.proc != nil {
-		return s.closeStdio(ctx)
+		if sink == nil {
+			sink = s.procSink
+		}
+		return s.closeStdio(ctx, sink)
 	}
 	if s.sessionID == "" || s.closed.Swap(true) {
 		return nil

@@ -201,20 +201,20 @@ func (s *Session) emitLocal(ctx context.Context, sink Sink, kind string, v any) 
 
 // closeStdio ends the process (close stdin, grace, SIGTERM to the group,
 // grace, SIGKILL), then hands the frames nobody took and the
-// "process_exit" frame to the session's sink.
-func (s *Session) closeStdio(ctx context.Context) error {
+// "process_exit" frame to sink.
+func (s *Session) closeStdio(ctx context.Context, sink Sink) error {
 	if s.closed.Swap(true) {
 		return nil
 	}
 	ctx = context.WithoutCancel(ctx)
 	ex := s.proc.stop(s.c.stdio.grace)
 	for _, f := range s.proc.takeOrphans() {
-		if s.procSink != nil {
+		if sink != nil {
 			f.Body = s.c.red.json(f.Body)
-			_ = s.procSink(ctx, f)
+			_ = sink(ctx, f)
 		}
 	}
-	return s.emitLocal(ctx, s.procSink, "process_exit", ex)
+	return s.emitLocal(ctx, sink, "process_exit", ex)
 }
 
 // StderrTail returns the redacted, sanitized last bytes a stdio server

@@ -189,7 +189,9 @@ func TestStdio_DeathMidCallIsAmbiguousWithStderr(t *testing.T) {
 }
 
 func TestStdio_TimeoutSendsCancelled(t *testing.T) {
-	c := stdioClient(t, "raw", func(cfg *Config) { cfg.Timeout = 300 * time.Millisecond; cfg.ShutdownGrace = 100 * time.Millisecond })
+	// The inactivity timeout bounds initialize too: long enough for a
+	// race-built peer to start on a loaded machine.
+	c := stdioClient(t, "raw", func(cfg *Config) { cfg.Timeout = 2 * time.Second; cfg.ShutdownGrace = 100 * time.Millisecond })
 	var log frameLog
 	s := connect(t, c, nil)
 	_, err := s.CallTool(context.Background(), CallRequest{Tool: "hang"}, log.sink)

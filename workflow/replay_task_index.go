@@ -28,6 +28,11 @@ type recTask struct {
 	next, polls int
 	// pendingErr is a call.error waiting for the transition that follows.
 	pendingErr *projector.CallError
+	// early are frames of the task recorded before any request about it
+	// (a stdio server's notifications/tasks/status that arrived between
+	// two exchanges is recorded ahead of the next request): they ride
+	// with the first step.
+	early frameRefs
 }
 
 // taskStep is one recorded request about a task and what came of it.
@@ -75,7 +80,8 @@ func (t *recTask) last() *taskStep {
 // opens a new one, anything else continues the latest.
 func (t *recTask) stepFor(f projector.Frame) (*taskStep, error) {
 	if f.Dir == "out" && f.Kind == "request" {
-		s := &taskStep{method: f.Method}
+		s := &taskStep{method: f.Method, refs: t.early}
+		t.early = frameRefs{}
 		t.steps = append(t.steps, s)
 		return s, nil
 	}
@@ -87,6 +93,9 @@ func (t *recTask) stepFor(f projector.Frame) (*taskStep, error) {
 
 // taskFrame files a frame of an accepted task under its step.
 func (ix *indexer) taskFrame(t *recTask, e events.Event, h projector.Frame) error {
+	if t.last() == nil && h.Dir != "out" && h.Kind == "notification" {
+		return t.early.add(ix.src.runID, e.Seq)
+	}
 	s, err := t.stepFor(h)
 	if err != nil {
 		return err
@@ -111,6 +120,9 @@ func (ix *indexer) taskRefs(t *recTask, r projector.ReplayFrames) error {
 			h, err := projector.DecodeFrameHeader(fe)
 			if err != nil {
 				return err
+			}
+			if s == nil && t.last() == nil && h.Dir != "out" && h.Kind == "notification" {
+				return nil // recorded before the first request: the group rides with it
 			}
 			if s == nil || (h.Dir == "out" && h.Kind == "request") {
 				if s, err = t.stepFor(h); err != nil {

@@ -76,6 +76,9 @@ func (c *call) resumeTask(ctx context.Context, lc *loggedCall) (any, error) {
 		c.viaTask = true
 		return c.conclude(ctx, *lc.result)
 	}
+	if len(c.rn.wf.Spec.MCPServers[c.remote].Command) > 0 {
+		return c.stdioTaskLost(ctx)
+	}
 	rs, err := c.rn.pollSession(ctx, c, lt)
 	if err != nil {
 		f := &callFailure{kind: transport.KindUnsupported, msg: fmt.Sprintf("call %s: reach session %s of %q to poll task %s: %v",
@@ -123,6 +126,28 @@ func (rn *run) pollSession(ctx context.Context, c *call, lt *loggedTask) (*remot
 	rn.sessMu.Lock()
 	defer rn.sessMu.Unlock()
 	return rn.openWith(ctx, c.remote, c.task.ID, c.attempt, false, true)
+}
+
+// stdioTaskLost concludes a resumed call whose task a stdio server held: a
+// stdio session has no id to reattach, and its process ended with the
+// agentctl that started it (parent-death signal, or resume ending it), so
+// the task is lost, as one the server no longer knows: the class rules
+// decide (a new task on a new process, once, or uncertain "task_lost").
+func (c *call) stdioTaskLost(ctx context.Context) (any, error) {
+	err := &callFailure{kind: transport.KindSessionExpired, msg: fmt.Sprintf("task %s: the stdio server that held it ended with the agentctl process that started it", c.taskRef())}
+	c.lastErr = err
+	c.rn.pending = append(c.rn.pending, c.errorRecord(err))
+	dec, ferr := c.fire(fsm.TaskLost, err.msg, false)
+	if ferr != nil {
+		return nil, errors.Join(err, ferr)
+	}
+	if dec != fsm.DecideReconnect {
+		return nil, fmt.Errorf("%s: %w", fsm.ReasonTaskLost, err)
+	}
+	if err := c.reconnect(ctx); err != nil {
+		return nil, err
+	}
+	return c.send(ctx) // a new task: the class allows it, once
 }
 
 // reattach binds the recorded session of lt without a new initialize and

@@ -310,15 +310,25 @@ func (rn *run) nextAttempt(id string) int {
 	return 1
 }
 
-// closeSessions closes every session the run opened.
+// closeSessions closes every session the run opened. What a session
+// records of its end (a stdio server's process_exit) rides with this
+// lane's next commit (run.finished), after the records of the tasks that
+// used it: not through the sink of the task that opened it, whose lane
+// still holds records another commit took.
 func (rn *run) closeSessions() {
 	rn.mu.Lock()
 	opened := rn.opened
 	rn.opened = nil
 	rn.mu.Unlock()
 	for _, rs := range opened {
-		if rs.sess != nil {
-			_ = rs.sess.Close(context.Background())
+		if rs.sess == nil {
+			continue
 		}
+		if cr, ok := rs.sess.(closeRecorder); ok {
+			base := projector.Frame{Remote: rs.name, Generation: rs.gen, TaskID: rs.owner, Attempt: rs.attempt}
+			_ = cr.CloseWith(context.Background(), rn.laterSink(sessionStream(rs.name, rs.gen), base))
+			continue
+		}
+		_ = rs.sess.Close(context.Background())
 	}
 }

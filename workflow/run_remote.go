@@ -109,6 +109,16 @@ func (n netSession) CallTool(ctx context.Context, req transport.CallRequest, sin
 
 func (n netSession) Close(ctx context.Context) error { return n.s.Close(ctx) }
 
+// closeRecorder is a session whose end is recorded (a stdio server's
+// process_exit) with the sink the caller gives at close.
+type closeRecorder interface {
+	CloseWith(ctx context.Context, sink transport.Sink) error
+}
+
+func (n netSession) CloseWith(ctx context.Context, sink transport.Sink) error {
+	return n.s.CloseWith(ctx, sink)
+}
+
 func (n netConn) Reattach(sessionID string) (Session, error) {
 	s, err := n.c.Reattach(sessionID)
 	if err != nil {

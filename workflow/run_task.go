@@ -23,6 +23,7 @@ type remoteState struct {
 	gen      int
 	catalog  *transport.Catalog
 	owner    string // task that opened the session
+	attempt  int    // the owner's attempt that opened it
 	attached map[string]bool
 	// recorded is settled once session.catalog is durable: it rides with
 	// the opening lane's next commit, and a lane that uses the session
@@ -265,7 +266,7 @@ func (rn *run) openWith(ctx context.Context, remote, taskID string, attempt int,
 	if err != nil {
 		return nil, err
 	}
-	rs := &remoteState{name: remote, sess: sess, gen: gen, owner: taskID, attached: map[string]bool{}}
+	rs := &remoteState{name: remote, sess: sess, gen: gen, owner: taskID, attempt: attempt, attached: map[string]bool{}}
 	rn.mu.Lock()
 	rn.opened = append(rn.opened, rs)
 	rn.mu.Unlock()
@@ -360,6 +361,17 @@ func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool
 			return nil
 		}
 		return rn.append(rec)
+	}
+}
+
+// laterSink records every frame with the lane's next commit.
+func (rn *run) laterSink(stream string, base projector.Frame) transport.Sink {
+	return func(_ context.Context, f transport.Frame) error {
+		fr := base
+		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
+		fr.Body = frameBody(f.Body)
+		rn.later(events.Record{Stream: stream, Type: projector.FramePrefix + f.Kind, Payload: fr})
+		return nil
 	}
 }
 

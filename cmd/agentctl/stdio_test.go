@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -150,6 +151,13 @@ func TestStdio_RunSharesOneProcessAndReplayStartsNone(t *testing.T) {
 	if got := strings.Join(v.types("mcp.process"), ","); got != "mcp.process,mcp.process_exit" {
 		t.Errorf("process events = %s", got)
 	}
+	// Each task's end is recorded once, and the process's end after the
+	// last response it gave, with run.finished (not through the lane of
+	// the task that started it, which would commit that task's end again).
+	runID := runIDs(t, db)[0]
+	if got, want := describe(t, db, runID), stdioTwoTaskLog(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 	out, stderr, code = cli(t, "replay", "last", "--db", db)
 	if code != 0 {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, stderr)
@@ -157,6 +165,17 @@ func TestStdio_RunSharesOneProcessAndReplayStartsNone(t *testing.T) {
 	if n := countLines(t, starts, "start "); n != 1 {
 		t.Errorf("replay started the server: %d starts, want 1", n)
 	}
+}
+
+// stdioTwoTaskLog is the log of stdioWorkflow's two echo calls on one process.
+func stdioTwoTaskLog() []string {
+	call := []string{"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call",
+		"mcp.response in", "call.result", "call.transition dispatched->succeeded"}
+	out := []string{"run.created", "task.started first", "mcp.process local",
+		"mcp.request out initialize", "mcp.response in", "mcp.notification out notifications/initialized", "session.opened",
+		"mcp.request out tools/list", "mcp.response in", "session.catalog"}
+	out = append(append(out, call...), "task.finished first succeeded", "task.started second", "session.attached")
+	return append(append(out, call...), "task.finished second succeeded", "mcp.process_exit local", "run.finished succeeded")
 }
 
 // TestStdio_PolicyRefusalStartsNothing: a program not in commandAllowlist
@@ -302,5 +321,34 @@ func TestStdio_AdHoc(t *testing.T) {
 	_, stderr, code = cli(t, "mcp", "tools", "--db", db, "extra", "--", "env")
 	if code != 2 {
 		t.Errorf("an argument before -- of mcp tools: exit %d, want 2: %s", code, stderr)
+	}
+}
+
+// TestStdio_TaskStatusBetweenExchangesReplays: a stdio server's
+// notifications/tasks/status that arrives while no exchange listens is
+// recorded ahead of the next request (the first tasks/get); the run and a
+// replay of it (and a replay of the replay) succeed from the log alone.
+func TestStdio_TaskStatusBetweenExchangesReplays(t *testing.T) {
+	dir := t.TempDir()
+	db, starts := filepath.Join(dir, "a.db"), filepath.Join(dir, "starts")
+	wf := stdioWorkflow(t, "raw", starts, "task", "at_most_once", "")
+	if out, stderr, code := cli(t, "run", wf, "--db", db, "--output", "json"); code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, stderr)
+	}
+	runID := runIDs(t, db)[0]
+	log := describe(t, db, runID)
+	i := slices.Index(log, "mcp.request out tasks/get")
+	if i < 1 || log[i-1] != "mcp.notification in notifications/tasks/status" {
+		t.Fatalf("the status notification is not recorded ahead of the first tasks/get:\n%s", strings.Join(log, "\n"))
+	}
+	out, stderr, code := cli(t, "replay", runID, "--db", db, "--output", "json")
+	if code != 0 {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if out, stderr, code := cli(t, "replay", jsonRunID(t, out), "--db", db); code != 0 {
+		t.Fatalf("replay of the replay: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if n := countLines(t, starts, "start "); n != 1 {
+		t.Errorf("%d processes started, want 1 (replays start none)", n)
 	}
 }

@@ -62,6 +62,9 @@ type Options struct {
 	// (stateless: no session, server/discover, input-required results).
 	// A 2026-07-28 server also has the tools of ModernToolNames.
 	Protocol string
+	// OnCall, when set, is called with the tool's name as each handler
+	// starts, before it does anything (a test counting executions).
+	OnCall func(tool string)
 }
 
 // Server is the demo MCP server. Create it with [New].
@@ -214,6 +217,9 @@ func New(opts Options) *Server {
 		},
 	}, func(_ context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.calls["bad_output"].Add(1)
+		if s.opts.OnCall != nil {
+			s.opts.OnCall("bad_output")
+		}
 		return &mcp.CallToolResult{
 			Content:           []mcp.Content{&mcp.TextContent{Text: `{"n":"x"}`}},
 			StructuredContent: map[string]any{"n": "x"},
@@ -278,6 +284,9 @@ func countTyped[In, Out any](s *Server, name string, h mcp.ToolHandlerFor[In, Ou
 	c := s.calls[name]
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		c.Add(1)
+		if s.opts.OnCall != nil {
+			s.opts.OnCall(name)
+		}
 		return h(ctx, req, in)
 	}
 }

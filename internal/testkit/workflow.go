@@ -20,6 +20,14 @@ type Workflow struct {
 	Concurrency    int    // spec.concurrency; 0 = absent
 	Tasks          []Task
 	Outputs        []Output
+
+	// Command makes the remote a stdio server instead of URL; its program
+	// is the policy's commandAllowlist.
+	Command []string
+	// ServerKeys are more keys of the remote, e.g. "env: {A: b}".
+	ServerKeys []string
+	// PolicyKeys are more keys of the policy, e.g. "environmentAllowlist: [A]".
+	PolicyKeys []string
 }
 
 // Task is one task: it calls Tool on the remote through Action.
@@ -58,13 +66,26 @@ spec:
 	if w.Concurrency > 0 {
 		fmt.Fprintf(&b, "  concurrency: %d\n", w.Concurrency)
 	}
-	fmt.Fprintf(&b, `  policy:
+	b.WriteString(`  policy:
     networkAllowlist: [127.0.0.1]
     network: {allowedSchemes: [http], allowPrivate: true}
-  mcpServers:
-    %s: {url: %q, timeoutSeconds: %d}
+`)
+	remote := fmt.Sprintf("url: %q", w.URL)
+	if len(w.Command) > 0 {
+		fmt.Fprintf(&b, "    commandAllowlist: [%q]\n", w.Command[0])
+		remote = "command: " + flowList(w.Command)
+	}
+	for _, k := range w.PolicyKeys {
+		fmt.Fprintf(&b, "    %s\n", k)
+	}
+	keys := ""
+	for _, k := range w.ServerKeys {
+		keys += ", " + k
+	}
+	fmt.Fprintf(&b, `  mcpServers:
+    %s: {%s, timeoutSeconds: %d%s}
   actions:
-`, server, w.URL, timeout)
+`, server, remote, timeout, keys)
 	declared := map[string]string{}
 	for _, t := range w.Tasks {
 		action := t.action()
@@ -99,6 +120,15 @@ spec:
 		}
 	}
 	return b.String()
+}
+
+// flowList is a YAML flow sequence of quoted strings.
+func flowList(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }
 
 func (t Task) action() string {
