@@ -9,7 +9,7 @@ import (
 func TestHeaderAnnotations(t *testing.T) {
 	for _, tc := range []struct {
 		name, schema, err string
-		headers          []string
+		headers           []string
 	}{
 		{"valid", `{"properties":{"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"}}}`, "", []string{"N", "Region"}},
 		{"nested", `{"properties":{"o":{"type":"object","properties":{"b":{"type":"boolean","x-mcp-header":"B"}}}}}`, "", []string{"B"}},
