@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
+)
+
+// agentSample is what agentctlShape measured beyond the wall time: the
+// CPU of the processes it ran and the wall time of each part.
+type agentSample struct {
+	cpu   time.Duration
+	parts map[string]time.Duration
+}
+
+// agentctlShape runs sh with agentctl as users run it. The one-run shapes
+// are one `agentctl run` process. The many-runs shapes queue the runs from
+// one producer process (this binary's `submit`: workflow.Runner.Submit,
+// what `agentctl submit` calls, in-flight at once for shape 4), then one
+// `agentctl worker --drain --concurrency K` executes them.
+func (e *env) agentctlShape(ctx context.Context, sh shape) (agentSample, error) {
+	if !sh.oneCall {
+		file := "seq.yaml"
+		if sh.inFlight > 1 {
+			file = "conc.yaml"
+		}
+		d, cpu, err := e.process(ctx, e.cfg.agentctl, "run", filepath.Join(e.dir, file), "--db", e.agentDSN, "--output", "json")
+		if err != nil {
+			return agentSample{}, err
+		}
+		return agentSample{cpu: cpu, parts: map[string]time.Duration{"run": d}}, nil
+	}
+	before, err := e.succeededRuns(ctx)
+	if err != nil {
+		return agentSample{}, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return agentSample{}, err
+	}
+	dSubmit, cpuSubmit, err := e.process(ctx, self, "submit", "-db", e.agentDSN, "-wf", filepath.Join(e.dir, "one.yaml"),
+		"-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight))
+	if err != nil {
+		return agentSample{}, err
+	}
+	dDrain, cpuDrain, err := e.process(ctx, e.cfg.agentctl, "worker", "--drain", "--concurrency", strconv.Itoa(sh.inFlight), "--db", e.agentDSN)
+	if err != nil {
+		return agentSample{}, err
+	}
+	after, err := e.succeededRuns(ctx)
+	if err != nil {
+		return agentSample{}, err
+	}
+	if after-before != sh.calls {
+		return agentSample{}, fmt.Errorf("agentctl: %d runs succeeded, want %d", after-before, sh.calls)
+	}
+	return agentSample{cpu: cpuSubmit + cpuDrain, parts: map[string]time.Duration{"submit": dSubmit, "drain": dDrain}}, nil
+}
+
+// succeededRuns counts agentctl's succeeded runs.
+func (e *env) succeededRuns(ctx context.Context) (int, error) {
+	var n int
+	err := e.admin.QueryRow(ctx, "SELECT count(*) FROM "+schemaAgentctl+".runs WHERE state = 'succeeded'").Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count agentctl's succeeded runs: %w", err)
+	}
+	return n, nil
+}
+
+// process runs name with args to its end and returns its wall time and
+// CPU (user + system); a non-zero exit is an error with its output.
+func (e *env) process(ctx context.Context, name string, args ...string) (time.Duration, time.Duration, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		tail := out.Bytes()
+		if len(tail) > 2000 {
+			tail = tail[len(tail)-2000:]
+		}
+		return 0, 0, fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), args[0], err, tail)
+	}
+	return d, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
+}
+
+// cliSubmit times one `agentctl submit` process (into a schema of its
+// own, whose queued runs no worker drains).
+func (e *env) cliSubmit(ctx context.Context) (sample, error) {
+	d, cpu, err := e.process(ctx, e.cfg.agentctl, "submit", filepath.Join(e.dir, "one.yaml"), "--db", e.submitDSN, "--output", "json")
+	if err != nil {
+		return sample{}, err
+	}
+	return sample{Wall: d, CPU: cpu, Calls: 1, Rows: -1}, nil
+}
+
+// submitMain is the producer process: `peers submit -db DSN -wf FILE -n N
+// -conc K` queues N runs of FILE through workflow.Runner.Submit, K at once.
+func submitMain(args []string) error {
+	fs := flag.NewFlagSet("peers submit", flag.ContinueOnError)
+	db := fs.String("db", "", "agentctl's database")
+	file := fs.String("wf", "", "the workflow file")
+	n := fs.Int("n", 1, "runs to queue")
+	conc := fs.Int("conc", 1, "submits at once")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	wf, err := spec.Load(*file)
+	if err != nil {
+		return err
+	}
+	edb, err := events.Open(ctx, *db, events.Options{})
+	if err != nil {
+		return err
+	}
+	defer edb.Close()
+	r := &workflow.Runner{DB: edb}
+	if err := parallel(*n, *conc, func(int) error {
+		_, err := r.Submit(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "submit"})
+		return err
+	}); err != nil {
+		return err
+	}
+	return edb.Close()
+}
