@@ -59,14 +59,16 @@ bench:
 # PostgreSQL: the cluster of $AGENTCTL_TEST_POSTGRES (loopback only), where it creates
 # and owns the database agentctl_peers (DBOS's schema and agentctl's side by side).
 # A module of its own (bench/peers/go.mod), so DBOS never becomes a dependency of
-# agentctl. PEERS passes its flags, e.g. a tiny round:
+# agentctl; its producer (bench/peers/producer, which queues agentctl's runs) is
+# another, requiring agentctl alone. PEERS passes its flags, e.g. a tiny round:
 #   make bench-peers PEERS='-rounds 1 -seq-calls 10 -conc-calls 16 -runs 10 -conc-runs 16'
 # The defaults (6 rounds of 200 / 400 / 200 / 400 calls) take about 3 minutes.
 PEERS ?=
 bench-peers:
 	@bin=$$(mktemp -d) && trap 'rm -rf "$$bin"' EXIT && \
 	$(GO) build -o "$$bin/agentctl" ./cmd/agentctl && \
-	cd bench/peers && $(GO) run . -agentctl "$$bin/agentctl" $(PEERS)
+	(cd bench/peers/producer && $(GO) build -o "$$bin/producer" .) && \
+	cd bench/peers && $(GO) run . -agentctl "$$bin/agentctl" -producer "$$bin/producer" $(PEERS)
 
 # The official MCP conformance suite's client scenarios, both requirement sets
 # (2025-11-25 and 2026-07-28), against agentctl's real CLI through the driver in

@@ -3,17 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
-
-	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/workflow"
-	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // agentSample is what agentctlShape measured beyond the wall time: the
@@ -25,8 +19,8 @@ type agentSample struct {
 
 // agentctlShape runs sh with agentctl as users run it. The one-run shapes
 // are one `agentctl run` process. The many-runs shapes queue the runs from
-// one producer process (this binary's `submit`: workflow.Runner.Submit,
-// what `agentctl submit` calls, in-flight at once for shape 4), then one
+// one producer process (bench/peers/producer: workflow.Runner.Submit, what
+// `agentctl submit` calls, in-flight at once for shape 4), then one
 // `agentctl worker --drain --concurrency K` executes them.
 func (e *env) agentctlShape(ctx context.Context, sh shape) (agentSample, error) {
 	if !sh.oneCall {
@@ -44,11 +38,7 @@ func (e *env) agentctlShape(ctx context.Context, sh shape) (agentSample, error) 
 	if err != nil {
 		return agentSample{}, err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return agentSample{}, err
-	}
-	dSubmit, cpuSubmit, err := e.process(ctx, self, "submit", "-db", e.agentDSN, "-wf", filepath.Join(e.dir, "one.yaml"),
+	dSubmit, cpuSubmit, err := e.process(ctx, e.cfg.producer, "-db", e.agentDSN, "-wf", filepath.Join(e.dir, "one.yaml"),
 		"-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight))
 	if err != nil {
 		return agentSample{}, err
@@ -104,35 +94,4 @@ func (e *env) cliSubmit(ctx context.Context) (sample, error) {
 		return sample{}, err
 	}
 	return sample{Wall: d, CPU: cpu, Calls: 1, Rows: -1}, nil
-}
-
-// submitMain is the producer process: `peers submit -db DSN -wf FILE -n N
-// -conc K` queues N runs of FILE through workflow.Runner.Submit, K at once.
-func submitMain(args []string) error {
-	fs := flag.NewFlagSet("peers submit", flag.ContinueOnError)
-	db := fs.String("db", "", "agentctl's database")
-	file := fs.String("wf", "", "the workflow file")
-	n := fs.Int("n", 1, "runs to queue")
-	conc := fs.Int("conc", 1, "submits at once")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	ctx := context.Background()
-	wf, err := spec.Load(*file)
-	if err != nil {
-		return err
-	}
-	edb, err := events.Open(ctx, *db, events.Options{})
-	if err != nil {
-		return err
-	}
-	defer edb.Close()
-	r := &workflow.Runner{DB: edb}
-	if err := parallel(*n, *conc, func(int) error {
-		_, err := r.Submit(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "submit"})
-		return err
-	}); err != nil {
-		return err
-	}
-	return edb.Close()
 }

@@ -9,17 +9,20 @@
 // per call, calls per second, the client's CPU per call, the server's CPU
 // per call and the rows each durable system added to its schema per call.
 //
-//	cd bench/peers && go run . -agentctl /path/to/agentctl   # or: make bench-peers
+//	make bench-peers PEERS='-rounds 6'   # builds agentctl and the producer, then runs this
 //
 // agentctl is measured as users run it: `agentctl run` for the two
 // one-run shapes, and for the two many-runs shapes a producer process
-// queueing the runs through the Go API that `agentctl submit` calls
-// (workflow.Runner.Submit) followed by `agentctl worker --drain`. The
-// table counts both; the per-system table shows them apart. The cost of
-// `agentctl submit` as a process of its own is sampled separately.
+// (bench/peers/producer) queueing the runs through the Go API that
+// `agentctl submit` calls (workflow.Runner.Submit) followed by `agentctl
+// worker --drain`. The table counts both; the per-system table shows them
+// apart. The cost of `agentctl submit` as a process of its own is sampled
+// separately.
 //
 // This is a module of its own so that DBOS never becomes a dependency of
-// agentctl.
+// agentctl; it imports no agentctl package (it drives the binaries), and
+// the producer, a module of its own too, requires agentctl alone, so both
+// agentctl binaries are built with agentctl's own dependency versions.
 package main
 
 import (
@@ -41,6 +44,7 @@ type config struct {
 	dsn        string // the cluster: any database on it (AGENTCTL_TEST_POSTGRES)
 	database   string // the dedicated database this benchmark creates and owns
 	agentctl   string // the agentctl binary to measure and to serve the echo tool
+	producer   string // bench/peers/producer: queues agentctl runs from one process
 	rounds     int
 	seqCalls   int // shape 1: calls in one sequential run
 	concCalls  int // shape 2: calls in one run, inFlight at once
@@ -53,18 +57,12 @@ type config struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "submit" {
-		if err := submitMain(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "peers submit:", err)
-			os.Exit(1)
-		}
-		return
-	}
 	var cfg config
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	fs.StringVar(&cfg.dsn, "dsn", os.Getenv("AGENTCTL_TEST_POSTGRES"), "PostgreSQL URL of the cluster, on loopback (default $AGENTCTL_TEST_POSTGRES); its role needs CREATEDB")
 	fs.StringVar(&cfg.database, "database", "agentctl_peers", "the database this benchmark creates on that cluster and owns (its schemas peers_agentctl, peers_submit and peers_dbos are dropped and recreated)")
 	fs.StringVar(&cfg.agentctl, "agentctl", "", "the agentctl binary (make bench-peers builds it); required")
+	fs.StringVar(&cfg.producer, "producer", "", "the producer binary, bench/peers/producer (make bench-peers builds it); required")
 	fs.IntVar(&cfg.rounds, "rounds", 6, "interleaved rounds")
 	fs.IntVar(&cfg.seqCalls, "seq-calls", 200, "shape 1: sequential calls in one run / workflow")
 	fs.IntVar(&cfg.concCalls, "conc-calls", 400, "shape 2: calls in one run / workflow, -in-flight at once")
@@ -96,8 +94,8 @@ func (c config) check() error {
 	switch {
 	case c.dsn == "":
 		return errors.New("no PostgreSQL URL: pass -dsn or set AGENTCTL_TEST_POSTGRES")
-	case c.agentctl == "":
-		return errors.New("-agentctl: the agentctl binary to measure is required (make bench-peers builds one)")
+	case c.agentctl == "" || c.producer == "":
+		return errors.New("-agentctl and -producer: the binaries to measure are required (make bench-peers builds them)")
 	case c.rounds < 1 || c.seqCalls < 1 || c.concCalls < 1 || c.runs < 1 || c.concRuns < 1 || c.inFlight < 1 || c.cliSubmits < 0:
 		return errors.New("rounds, sizes and -in-flight must be at least 1 (-cli-submits at least 0)")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 	if err != nil {
 		return sample{}, err
 	}
+	runtime.GC() // the garbage of the last measurement is not this one's
 	srv0, self0 := procCPU(e.server.Process.Pid), selfCPU()
 	start := time.Now()
 	var agent agentSample

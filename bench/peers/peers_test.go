@@ -2,35 +2,34 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/agentctl/agentctl/workflow/spec"
 )
 
 // TestWorkflowYAML holds the agentctl workflows the benchmark writes to
 // what it claims: n echo tasks, in file order or all independent with the
 // concurrency asked for, each an at_most_once call on one loopback remote.
+// (Setup also runs `agentctl check` on every file it writes.)
 func TestWorkflowYAML(t *testing.T) {
 	for _, tc := range []struct{ n, conc int }{{1, 0}, {5, 0}, {16, 8}} {
-		wf, err := spec.Parse("peers.yaml", []byte(workflowYAML("http://127.0.0.1:1/mcp", tc.n, tc.conc)))
-		if err != nil {
-			t.Fatalf("n=%d conc=%d: %v", tc.n, tc.conc, err)
+		y := workflowYAML("http://127.0.0.1:1/mcp", tc.n, tc.conc)
+		tasks := strings.Count(y, "uses: action:echo")
+		independent := strings.Count(y, "needs: []")
+		if tasks != tc.n {
+			t.Errorf("n=%d conc=%d: %d tasks\n%s", tc.n, tc.conc, tasks, y)
 		}
-		if got := len(wf.Spec.Tasks); got != tc.n {
-			t.Errorf("n=%d conc=%d: %d tasks", tc.n, tc.conc, got)
+		if want := map[bool]int{true: tc.n, false: 0}[tc.conc > 0]; independent != want {
+			t.Errorf("n=%d conc=%d: %d tasks with needs: [], want %d", tc.n, tc.conc, independent, want)
 		}
-		if tc.conc > 0 && wf.Spec.Concurrency != tc.conc {
-			t.Errorf("n=%d conc=%d: concurrency %d", tc.n, tc.conc, wf.Spec.Concurrency)
+		if got := strings.Contains(y, fmt.Sprintf("concurrency: %d\n", tc.conc)); got != (tc.conc > 0) {
+			t.Errorf("n=%d conc=%d: concurrency line present %v", tc.n, tc.conc, got)
 		}
-		for _, task := range wf.Spec.Tasks {
-			if (tc.conc > 0) != (task.Needs != nil && len(task.Needs) == 0) {
-				t.Errorf("n=%d conc=%d: task %s needs %v", tc.n, tc.conc, task.ID, task.Needs)
+		for _, want := range []string{"idempotency: at_most_once", `url: "http://127.0.0.1:1/mcp"`, "networkAllowlist: [127.0.0.1]", fmt.Sprintf("message: %q", echoMessage)} {
+			if !strings.Contains(y, want) {
+				t.Errorf("n=%d conc=%d: no %q in\n%s", tc.n, tc.conc, want, y)
 			}
-		}
-		if a := wf.Spec.Actions["echo"]; a.Idempotency != "at_most_once" {
-			t.Errorf("echo action idempotency %q", a.Idempotency)
 		}
 	}
 }

@@ -262,8 +262,13 @@ func (e *env) writeWorkflows(cfg config) error {
 		"one.yaml":  workflowYAML(e.serverURL, 1, 0),
 	}
 	for name, src := range files {
-		if err := os.WriteFile(filepath.Join(e.dir, name), []byte(src), 0o600); err != nil {
+		path := filepath.Join(e.dir, name)
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
 			return err
+		}
+		// agentctl's own check, so that a mistake here fails before any round.
+		if out, err := exec.Command(e.cfg.agentctl, "check", path).CombinedOutput(); err != nil {
+			return fmt.Errorf("agentctl check %s: %w\n%s", name, err, out)
 		}
 	}
 	return nil
