@@ -41,7 +41,10 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 	default:
 		err = fmt.Errorf("unknown system %q", sys)
 	}
-	s := sample{Wall: time.Since(start), ServerCP: procCPU(e.server.Process.Pid) - srv0, Calls: sh.calls, Rows: -1}
+	s := sample{Wall: time.Since(start), ServerCP: procCPU(e.server.Process.Pid) - srv0, Calls: sh.calls, Rows: -1, Runs: 1}
+	if sh.oneCall {
+		s.Runs = sh.calls
+	}
 	if err != nil {
 		return sample{}, err
 	}
@@ -54,33 +57,40 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 		if err != nil {
 			return sample{}, err
 		}
-		s.Rows = rows1 - rows0
+		s.Rows, s.RowsBy = 0, map[string]int{}
+		for t, n := range rows1 {
+			if d := n - rows0[t]; d != 0 {
+				s.RowsBy[t] = d
+				s.Rows += d
+			}
+		}
 	}
 	return s, nil
 }
 
-// countRows counts the rows of every table in schema (0 for "").
-func (e *env) countRows(ctx context.Context, schema string) (int, error) {
+// countRows counts the rows of every table in schema, by table (none for
+// "").
+func (e *env) countRows(ctx context.Context, schema string) (map[string]int, error) {
+	counts := map[string]int{}
 	if schema == "" {
-		return 0, nil
+		return counts, nil
 	}
 	rows, err := e.admin.Query(ctx, "SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
 	if err != nil {
-		return 0, fmt.Errorf("list the tables of %s: %w", schema, err)
+		return nil, fmt.Errorf("list the tables of %s: %w", schema, err)
 	}
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return 0, fmt.Errorf("list the tables of %s: %w", schema, err)
+		return nil, fmt.Errorf("list the tables of %s: %w", schema, err)
 	}
-	total := 0
 	for _, t := range tables {
 		var n int
 		if err := e.admin.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, t}.Sanitize()).Scan(&n); err != nil {
-			return 0, fmt.Errorf("count %s.%s: %w", schema, t, err)
+			return nil, fmt.Errorf("count %s.%s: %w", schema, t, err)
 		}
-		total += n
+		counts[t] = n
 	}
-	return total, nil
+	return counts, nil
 }
 
 // callEcho makes one echo call on cs; an isError result is an error.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -13,11 +14,13 @@ import (
 
 // sample is one measurement of one system on one shape in one round.
 type sample struct {
-	Wall     time.Duration // the timed section, start to last result
-	CPU      time.Duration // the client's CPU (user + system) in that section
-	ServerCP time.Duration // the MCP server process's CPU in that section
-	Calls    int           // tool calls made (and, for the run shapes, runs)
-	Rows     int           // rows the system added to its PostgreSQL schema; -1 = not counted
+	Wall     time.Duration  // the timed section, start to last result
+	CPU      time.Duration  // the client's CPU (user + system) in that section
+	ServerCP time.Duration  // the MCP server process's CPU in that section
+	Calls    int            // tool calls made (and, for the run shapes, runs)
+	Runs     int            // runs / workflows (1 for the one-run shapes)
+	Rows     int            // rows the system added to its PostgreSQL schema; -1 = not counted
+	RowsBy   map[string]int // the same by table (tables that grew only)
 	// Parts are named sub-timings (agentctl's queue path: "submit",
 	// "drain"), wall time each.
 	Parts map[string]time.Duration
@@ -159,12 +162,40 @@ func report(w io.Writer, cfg config, res *results) {
 				rows, strings.Join(parts, ", "))
 		}
 	}
+	fmt.Fprintf(w, "\n### Rows added per run / workflow, by table (the last round; every round adds the same)\n\n")
+	fmt.Fprintf(w, "| shape | system | rows per run / workflow | by table |\n|---|---|---|---|\n")
+	for _, sh := range shapes(cfg) {
+		for _, sys := range allSystems {
+			ss := res.get(sh.name, sys)
+			if len(ss) == 0 || ss[0].Rows < 0 {
+				continue
+			}
+			last := ss[len(ss)-1]
+			tables := slices.Sorted(maps.Keys(last.RowsBy))
+			by := make([]string, len(tables))
+			for i, t := range tables {
+				by[i] = fmt.Sprintf("%s %s", t, perRun(last.RowsBy[t], last.Runs))
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", sh.label, sys, perRun(last.Rows, last.Runs), strings.Join(by, ", "))
+		}
+	}
 	if len(res.cliSubmit) > 0 {
 		wall := medianOf(res.cliSubmit, func(s sample) float64 { return float64(s.Wall) })
 		cpu := medianOf(res.cliSubmit, func(s sample) float64 { return float64(s.CPU) })
 		fmt.Fprintf(w, "\n`agentctl submit` as a process of its own (%d samples): median %s ms wall, %s ms CPU per submit.\n",
 			len(res.cliSubmit), ms(time.Duration(wall)), ms(time.Duration(cpu)))
 	}
+}
+
+// perRun formats n / runs, with one decimal unless whole.
+func perRun(n, runs int) string {
+	if runs <= 0 {
+		runs = 1
+	}
+	if n%runs == 0 {
+		return strconv.Itoa(n / runs)
+	}
+	return strconv.FormatFloat(float64(n)/float64(runs), 'f', 1, 64)
 }
 
 // partNames lists the part names of the samples, sorted.
