@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 // agentSample is what agentctlShape measured beyond the wall time: the
 // CPU of the processes it ran and the wall time of each part.
 type agentSample struct {
+	wall  time.Duration // the timed part (Go API only: the producer's own timing)
 	cpu   time.Duration
 	parts map[string]time.Duration
 }
@@ -38,7 +40,7 @@ func (e *env) agentctlShape(ctx context.Context, sh shape) (agentSample, error) 
 	if err != nil {
 		return agentSample{}, err
 	}
-	dSubmit, cpuSubmit, err := e.process(ctx, e.cfg.producer, "-db", e.agentDSN, "-wf", filepath.Join(e.dir, "one.yaml"),
+	dSubmit, cpuSubmit, err := e.process(ctx, e.cfg.producer, "-mode", "submit", "-db", e.agentDSN, "-wf", filepath.Join(e.dir, "one.yaml"),
 		"-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight))
 	if err != nil {
 		return agentSample{}, err
@@ -65,6 +67,41 @@ func (e *env) succeededRuns(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("count agentctl's succeeded runs: %w", err)
 	}
 	return n, nil
+}
+
+// agentAPIShape runs sh through agentctl's Go API in one producer process
+// (workflow.Runner.Run for the one-run shapes; Runner.Submit then
+// workflow.Worker with Drain for the many-runs shapes) and returns the
+// wall and CPU of the part the producer timed, which leaves out its start
+// and its opening of the database.
+func (e *env) agentAPIShape(ctx context.Context, sh shape) (agentSample, error) {
+	args := []string{"-mode", "run", "-db", e.agentDSN, "-wf", filepath.Join(e.dir, "seq.yaml")}
+	if sh.inFlight > 1 && !sh.oneCall {
+		args[len(args)-1] = filepath.Join(e.dir, "conc.yaml")
+	}
+	if sh.oneCall {
+		args = []string{"-mode", "queue", "-db", e.agentDSN, "-wf", filepath.Join(e.dir, "one.yaml"), "-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight)}
+	}
+	cmd := exec.CommandContext(ctx, e.cfg.producer, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return agentSample{}, fmt.Errorf("producer %s: %w\n%s", args[1], err, stderr.Bytes())
+	}
+	var t struct {
+		Wall map[string]time.Duration `json:"wallNs"`
+		CPU  map[string]time.Duration `json:"cpuNs"`
+	}
+	if err := json.Unmarshal(out, &t); err != nil {
+		return agentSample{}, fmt.Errorf("producer %s printed %q: %w", args[1], out, err)
+	}
+	a := agentSample{parts: t.Wall}
+	for k, d := range t.Wall {
+		a.wall += d
+		a.cpu += t.CPU[k]
+	}
+	return a, nil
 }
 
 // process runs name with args to its end and returns its wall time and

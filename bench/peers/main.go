@@ -17,7 +17,10 @@
 // `agentctl submit` calls (workflow.Runner.Submit) followed by `agentctl
 // worker --drain`. The table counts both; the per-system table shows them
 // apart. The cost of `agentctl submit` as a process of its own is sampled
-// separately.
+// separately. A second agentctl system, "Go API in one process", runs the
+// same through workflow.Runner and workflow.Worker inside the producer,
+// timing only that part (no process start), as DBOS is timed after its
+// Launch.
 //
 // This is a module of its own so that DBOS never becomes a dependency of
 // agentctl; it imports no agentctl package (it drives the binaries), and
@@ -128,9 +131,10 @@ const (
 	sysDBOSShared = "DBOS + go-sdk, shared session"
 	sysDBOSPerWF  = "DBOS + go-sdk, session per workflow"
 	sysAgentctl   = "agentctl"
+	sysAgentAPI   = "agentctl, Go API in one process"
 )
 
-var allSystems = []string{sysBareShared, sysBarePerRun, sysDBOSShared, sysDBOSPerWF, sysAgentctl}
+var allSystems = []string{sysBareShared, sysBarePerRun, sysDBOSShared, sysDBOSPerWF, sysAgentctl, sysAgentAPI}
 
 // results holds every recorded sample by shape and system.
 type results struct {

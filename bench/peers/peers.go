@@ -20,7 +20,7 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 	switch sys {
 	case sysDBOSShared, sysDBOSPerWF:
 		schema = schemaDBOS
-	case sysAgentctl:
+	case sysAgentctl, sysAgentAPI:
 		schema = schemaAgentctl
 	}
 	rows0, err := e.countRows(ctx, schema)
@@ -38,6 +38,8 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 		err = e.dbosShape(sh, sys == sysDBOSPerWF)
 	case sysAgentctl:
 		agent, err = e.agentctlShape(ctx, sh)
+	case sysAgentAPI:
+		agent, err = e.agentAPIShape(ctx, sh)
 	default:
 		err = fmt.Errorf("unknown system %q", sys)
 	}
@@ -49,8 +51,11 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 		return sample{}, err
 	}
 	s.CPU = selfCPU() - self0
-	if sys == sysAgentctl { // agentctl's processes, not this one
+	switch sys {
+	case sysAgentctl: // agentctl's processes, not this one
 		s.CPU, s.Parts = agent.cpu, agent.parts
+	case sysAgentAPI: // the part the producer timed
+		s.Wall, s.CPU, s.Parts = agent.wall, agent.cpu, agent.parts
 	}
 	if schema != "" {
 		rows1, err := e.countRows(ctx, schema)

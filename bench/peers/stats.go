@@ -119,19 +119,19 @@ func ratio(a, b float64) string {
 // against DBOS's faster variant) and, per shape, every system's medians.
 func report(w io.Writer, cfg config, res *results) {
 	fmt.Fprintf(w, "\n## Peer benchmark: %d round(s), medians\n\n", res.rounds)
-	fmt.Fprintf(w, "| shape | bare go-sdk | DBOS + go-sdk (shared / per workflow) | agentctl | agentctl ÷ DBOS (shared / per workflow) |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| shape | bare go-sdk | DBOS + go-sdk (shared / per workflow) | agentctl | agentctl ÷ DBOS (shared / per workflow) | agentctl, Go API in one process |\n|---|---|---|---|---|---|\n")
 	for _, sh := range shapes(cfg) {
 		bare := res.get(sh.name, sysBareShared)
 		dShared, dPer := res.get(sh.name, sysDBOSShared), res.get(sh.name, sysDBOSPerWF)
-		ag := res.get(sh.name, sysAgentctl)
+		ag, api := res.get(sh.name, sysAgentctl), res.get(sh.name, sysAgentAPI)
 		if sh.throughput {
-			b, s, p, a := medianOf(bare, sample.rate), medianOf(dShared, sample.rate), medianOf(dPer, sample.rate), medianOf(ag, sample.rate)
-			fmt.Fprintf(w, "| %s, calls/s | %.0f | %.0f / %.0f | %.0f | %s / %s |\n", sh.label, b, s, p, a, ratio(a, s), ratio(a, p))
+			b, s, p, a, g := medianOf(bare, sample.rate), medianOf(dShared, sample.rate), medianOf(dPer, sample.rate), medianOf(ag, sample.rate), medianOf(api, sample.rate)
+			fmt.Fprintf(w, "| %s, calls/s | %.0f | %.0f / %.0f | %.0f | %s / %s | %.0f (%s / %s) |\n", sh.label, b, s, p, a, ratio(a, s), ratio(a, p), g, ratio(g, s), ratio(g, p))
 			continue
 		}
 		wall := func(s sample) float64 { return float64(s.perCall(s.Wall)) }
-		b, s, p, a := medianOf(bare, wall), medianOf(dShared, wall), medianOf(dPer, wall), medianOf(ag, wall)
-		fmt.Fprintf(w, "| %s, ms per call | %s | %s / %s | %s | %s / %s |\n", sh.label, ms(time.Duration(b)), ms(time.Duration(s)), ms(time.Duration(p)), ms(time.Duration(a)), ratio(s, a), ratio(p, a))
+		b, s, p, a, g := medianOf(bare, wall), medianOf(dShared, wall), medianOf(dPer, wall), medianOf(ag, wall), medianOf(api, wall)
+		fmt.Fprintf(w, "| %s, ms per call | %s | %s / %s | %s | %s / %s | %s (%s / %s) |\n", sh.label, ms(time.Duration(b)), ms(time.Duration(s)), ms(time.Duration(p)), ms(time.Duration(a)), ratio(s, a), ratio(p, a), ms(time.Duration(g)), ratio(s, g), ratio(p, g))
 	}
 	fmt.Fprintf(w, "\nRatio: agentctl's speed over DBOS's (calls/s ÷ calls/s, or DBOS's ms per call ÷ agentctl's); ≥ 1.00 means agentctl is as fast or faster.\n")
 	fmt.Fprintf(w, "\n### Every system, per shape (medians of the rounds)\n\n")
