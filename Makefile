@@ -62,7 +62,7 @@ bench:
 # agentctl; its producer (bench/peers/producer, which queues agentctl's runs) is
 # another, requiring agentctl alone. PEERS passes its flags, e.g. a tiny round:
 #   make bench-peers PEERS='-rounds 1 -seq-calls 10 -conc-calls 16 -runs 10 -conc-runs 16'
-# The defaults (6 rounds of 200 / 400 / 200 / 400 calls) take about 3 minutes.
+# The defaults (6 rounds of 200 / 400 / 200 / 400 calls) take 4–6 minutes.
 PEERS ?=
 bench-peers:
 	@bin=$$(mktemp -d) && trap 'rm -rf "$$bin"' EXIT && \
