@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -114,6 +115,24 @@ func TestLoopbackOnly(t *testing.T) {
 	for _, h := range []string{"10.0.0.1", "db.internal", "192.168.1.2"} {
 		if err := loopbackOnly(h); err == nil || !strings.Contains(err.Error(), h) {
 			t.Errorf("%q: %v, want a refusal naming it", h, err)
+		}
+	}
+}
+
+// TestSetupRefusals: setup refuses a cluster off this machine or a URL
+// that is not PostgreSQL's, with an error naming it, before it starts or
+// creates anything (and cleans up without a panic).
+func TestSetupRefusals(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgres://u:p@10.1.2.3:5432/db": `host "10.1.2.3" is not a loopback address`,
+		"mysql://127.0.0.1/db":            "not a postgres:// URL",
+	} {
+		e, err := setup(context.Background(), config{dsn: dsn, database: "agentctl_peers", agentctl: "agentctl", producer: "producer"})
+		if e != nil || err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: env %v, err %v; want %q", dsn, e, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "p@") {
+			t.Errorf("%s: the error shows the password: %v", dsn, err)
 		}
 	}
 }

@@ -50,10 +50,11 @@ type env struct {
 
 // setup creates the benchmark's database and schemas, migrates agentctl's,
 // starts the echo server and launches DBOS.
-func setup(ctx context.Context, cfg config) (e *env, err error) {
-	e = &env{cfg: cfg}
+func setup(ctx context.Context, cfg config) (*env, error) {
+	e := &env{cfg: cfg}
+	ok := false
 	defer func() {
-		if err != nil {
+		if !ok {
 			e.close()
 		}
 	}()
@@ -110,6 +111,7 @@ func setup(ctx context.Context, cfg config) (e *env, err error) {
 	if err := e.launchDBOS(ctx, peersDSN); err != nil {
 		return nil, err
 	}
+	ok = true
 	return e, nil
 }
 
