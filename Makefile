@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 10000x
 
-.PHONY: test demo lint cross fuzz-smoke bench build interop conformance
+.PHONY: test demo lint cross fuzz-smoke bench bench-peers build interop conformance
 
 # The whole test suite: every package, race detector on, real peers on 127.0.0.1
 # (go-sdk server in-process, reference TypeScript server from interop/).
@@ -52,6 +52,23 @@ bench:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load:$$(cut -d' ' -f1-3 /proc/loadavg)"
 	$(GO) test -run='^$$' -bench=. -benchmem -count=5 -timeout=30m ./... | tee bench.txt
 	$(BENCHSTAT) bench.txt
+
+# The peer benchmark (issue 34; BENCHMARKS.md, "Peer benchmark"): the bare go-sdk
+# client, DBOS Transact + go-sdk (each call a step) and agentctl make the same echo
+# calls against one `agentctl demo serve`, in interleaved rounds, medians. It needs
+# PostgreSQL: the cluster of $AGENTCTL_TEST_POSTGRES (loopback only), where it creates
+# and owns the database agentctl_peers (DBOS's schema and agentctl's side by side).
+# A module of its own (bench/peers/go.mod), so DBOS never becomes a dependency of
+# agentctl; its producer (bench/peers/producer, which queues agentctl's runs) is
+# another, requiring agentctl alone. PEERS passes its flags, e.g. a tiny round:
+#   make bench-peers PEERS='-rounds 1 -seq-calls 10 -conc-calls 16 -runs 10 -conc-runs 16'
+# The defaults (6 rounds of 200 / 400 / 200 / 400 calls) take 4–6 minutes.
+PEERS ?=
+bench-peers:
+	@bin=$$(mktemp -d) && trap 'rm -rf "$$bin"' EXIT && \
+	$(GO) build -o "$$bin/agentctl" ./cmd/agentctl && \
+	(cd bench/peers/producer && $(GO) build -o "$$bin/producer" .) && \
+	cd bench/peers && $(GO) run . -agentctl "$$bin/agentctl" -producer "$$bin/producer" $(PEERS)
 
 # The official MCP conformance suite's client scenarios, both requirement sets
 # (2025-11-25 and 2026-07-28), against agentctl's real CLI through the driver in

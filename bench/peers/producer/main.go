@@ -1,0 +1,168 @@
+// Command producer is the agentctl side of the peer benchmark (bench/peers)
+// that runs agentctl's Go packages in one process:
+//
+//	producer -mode submit -db DSN -wf FILE -n N -conc K   # queue N runs, K at once
+//	producer -mode run    -db DSN -wf FILE                # one run, in this process
+//	producer -mode queue  -db DSN -wf FILE -n N -conc K   # queue N runs, then drain them here
+//
+// submit is the producer of agentctl's many-runs shapes: what `agentctl
+// submit` calls (workflow.Runner.Submit), without a process per run. run
+// and queue measure agentctl through its Go API alone (workflow.Runner.Run,
+// workflow.Worker), with no process start in the timed part: they print
+// the timed part's wall and CPU as JSON on stdout.
+//
+// It is a module of its own that requires agentctl alone, so it is built
+// with exactly agentctl's dependency versions, as the agentctl binary is.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/spec"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "producer:", err)
+		os.Exit(1)
+	}
+}
+
+// timing is what run and queue print: the timed part's wall and CPU
+// (this process, user + system) by part, in nanoseconds.
+type timing struct {
+	Wall map[string]time.Duration `json:"wallNs"`
+	CPU  map[string]time.Duration `json:"cpuNs"`
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("producer", flag.ContinueOnError)
+	mode := fs.String("mode", "submit", "submit, run or queue")
+	db := fs.String("db", "", "agentctl's database (a SQLite path or a postgres:// URL)")
+	file := fs.String("wf", "", "the workflow file")
+	n := fs.Int("n", 1, "runs to queue")
+	conc := fs.Int("conc", 1, "submits at once, and (queue) runs executed at once")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *db == "" || *file == "" || *n < 1 || *conc < 1 {
+		return errors.New("-db and -wf are required; -n and -conc must be at least 1")
+	}
+	ctx := context.Background()
+	wf, err := spec.Load(*file)
+	if err != nil {
+		return err
+	}
+	edb, err := events.Open(ctx, *db, events.Options{})
+	if err != nil {
+		return err
+	}
+	defer edb.Close()
+	t := timing{Wall: map[string]time.Duration{}, CPU: map[string]time.Duration{}}
+	part := func(name string, fn func() error) error {
+		start, cpu0 := time.Now(), cpuTime()
+		err := fn()
+		t.Wall[name], t.CPU[name] = time.Since(start), cpuTime()-cpu0
+		return err
+	}
+	switch *mode {
+	case "submit":
+		if err := submit(ctx, edb, wf, *n, *conc); err != nil {
+			return err
+		}
+		return edb.Close()
+	case "run":
+		err = part("run", func() error {
+			res, err := (&workflow.Runner{DB: edb}).Run(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "run"})
+			if err != nil {
+				return err
+			}
+			if res.State != "succeeded" {
+				return fmt.Errorf("run %s ended %s", res.RunID, res.State)
+			}
+			return nil
+		})
+	case "queue":
+		if err = part("submit", func() error { return submit(ctx, edb, wf, *n, *conc) }); err != nil {
+			return err
+		}
+		err = part("drain", func() error {
+			// NewRunner is required: workflow.Worker calls it without a nil check.
+			w := &workflow.Worker{DB: edb, Concurrency: *conc, Drain: true, NewRunner: func() *workflow.Runner { return &workflow.Runner{} }}
+			done, err := w.Run(ctx)
+			if err != nil {
+				return err
+			}
+			ok := 0
+			for _, r := range done {
+				if r.State == "succeeded" {
+					ok++
+				}
+			}
+			if ok != *n {
+				return fmt.Errorf("worker: %d of %d runs succeeded", ok, *n)
+			}
+			return nil
+		})
+	default:
+		return fmt.Errorf("-mode %q: want submit, run or queue", *mode)
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(t); err != nil {
+		return err
+	}
+	return edb.Close()
+}
+
+// submit queues n runs of wf through workflow.Runner.Submit, conc at once.
+func submit(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int) error {
+	r := &workflow.Runner{DB: edb}
+	var next atomic.Int64
+	errs := make(chan error, conc)
+	var wg sync.WaitGroup
+	for range min(conc, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if _, err := r.Submit(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "submit"}); err != nil {
+					errs <- err
+					next.Store(int64(n))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	if err := errors.Join(all...); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	return nil
+}
+
+// cpuTime returns this process's CPU time so far (user + system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
