@@ -435,6 +435,23 @@ func humanValue(v any) string {
 	return clean(string(b))
 }
 
+// writeField prints "name: value" for a human: a one-line value after the
+// name, a string of several lines (LF or CRLF) under it, each line
+// indented by indent+"  " and sanitised on its own (tabs kept), so that a
+// newline in an output is a line break, never a U+FFFD.
+func writeField(w io.Writer, indent, name string, v any) {
+	s, ok := v.(string)
+	if !ok || !strings.Contains(s, "\n") {
+		fmt.Fprintf(w, "%s%s: %s\n", indent, clean(name), humanValue(v))
+		return
+	}
+	fmt.Fprintf(w, "%s%s:\n", indent, clean(name))
+	s = strings.TrimSuffix(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
+	for _, l := range strings.Split(s, "\n") {
+		fmt.Fprintf(w, "%s  %s\n", indent, termtext.Block(l))
+	}
+}
+
 // taskStatus shows an MCP task's acceptance and each status change:
 // "task <digest> <status>: <message> (poll n)".
 func (p *progress) taskStatus(e events.Event) {

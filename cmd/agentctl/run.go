@@ -185,7 +185,7 @@ func (a *app) printResult(ctx context.Context, db *events.DB, res *workflow.Resu
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(a.stdout, "%s: %s\n", clean(k), humanValue(res.Outputs[k]))
+			writeField(a.stdout, "", k, res.Outputs[k])
 		}
 		if a.prog != nil {
 			a.prog.summary()
