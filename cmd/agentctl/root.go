@@ -47,6 +47,9 @@ type exitError struct {
 	code  int
 	runID string
 	err   error
+	// next are the commands that apply to the run now (human output
+	// prints them last, one a line).
+	next []string
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -86,6 +89,12 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	code, runID := classify(ctx, err)
 	a.printError(err, code, runID)
+	var ee *exitError
+	if a.output == "human" && errors.As(err, &ee) {
+		for _, c := range ee.next {
+			fmt.Fprintf(stderr, "next: %s\n", c)
+		}
+	}
 	return code
 }
 

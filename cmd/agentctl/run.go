@@ -169,7 +169,7 @@ func (a *app) printResult(ctx context.Context, db *events.DB, res *workflow.Resu
 		msg, class := res.Err.Error(), errorClass(res.Err, res.ExitCode)
 		data.Error, data.ErrorClass = &msg, &class
 	}
-	if a.output != "human" {
+	if a.output != "human" || res.Err != nil {
 		// The run is over and recorded: a cancelled command (Ctrl-C, a
 		// closed stdout) still reports it.
 		tasks, err := projector.Tasks(context.WithoutCancel(ctx), db, res.RunID)
@@ -200,7 +200,11 @@ func (a *app) printResult(ctx context.Context, db *events.DB, res *workflow.Resu
 		return err
 	}
 	if res.Err != nil {
-		return &exitError{code: res.ExitCode, runID: res.RunID, err: res.Err}
+		next := nextCommands(res.RunID, "", res.State, anyUncertain(data.Tasks))
+		if res.ExitCode == workflow.ExitStorage {
+			next = []string{"agentctl resume " + res.RunID}
+		}
+		return &exitError{code: res.ExitCode, runID: res.RunID, err: res.Err, next: next}
 	}
 	return nil
 }

@@ -14,19 +14,23 @@ import (
 	"github.com/agentctl/agentctl/projector"
 )
 
-// knownRunStates are the states a run can be in (runs list --state, runs prune --state).
+// knownRunStates are the states a run can be recorded in (runs prune --state).
 var knownRunStates = []string{"queued", "running", "succeeded", "failed", "uncertain", "cancelled"}
 
-func checkState(flag, s string) error {
+// listRunStates are the states runs list shows: the recorded ones, and
+// interrupted (recorded running, but no process writes it).
+var listRunStates = append(append([]string{}, knownRunStates...), stateInterrupted)
+
+func checkState(flag, s string, states []string) error {
 	if s == "" {
 		return nil
 	}
-	for _, st := range knownRunStates {
+	for _, st := range states {
 		if s == st {
 			return nil
 		}
 	}
-	return usageErr("%s %q: want %s", flag, s, strings.Join(knownRunStates, ", "))
+	return usageErr("%s %q: want %s", flag, s, strings.Join(states, ", "))
 }
 
 func (a *app) runsCmd() *cobra.Command {
@@ -52,7 +56,7 @@ func (a *app) runsCmd() *cobra.Command {
 			if f.Limit < 0 {
 				return usageErr("--limit %d: want 0 (all) or more", f.Limit)
 			}
-			if err := checkState("--state", f.State); err != nil {
+			if err := checkState("--state", f.State, listRunStates); err != nil {
 				return err
 			}
 			if since != "" {
@@ -63,7 +67,7 @@ func (a *app) runsCmd() *cobra.Command {
 				f.Since = time.Now().Add(-d)
 			}
 			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
-				runs, err := projector.FindRuns(cmd.Context(), db, f)
+				runs, err := findLiveRuns(cmd.Context(), db, f)
 				if err != nil {
 					return err
 				}
@@ -80,11 +84,37 @@ func (a *app) runsCmd() *cobra.Command {
 		},
 	}
 	list.Flags().IntVar(&f.Limit, "limit", 0, "show at most this many runs (0 = all)")
-	list.Flags().StringVar(&f.State, "state", "", "show only runs in this state ("+strings.Join(knownRunStates, ", ")+")")
+	list.Flags().StringVar(&f.State, "state", "", "show only runs in this state ("+strings.Join(listRunStates, ", ")+"; interrupted: recorded running, but no process writes it)")
 	list.Flags().StringVar(&f.Workflow, "workflow", "", "show only runs of this workflow (metadata.name)")
 	list.Flags().StringVar(&since, "since", "", "show only runs started within this long ago (90m, 24h, 7d)")
 	cmd.AddCommand(list, a.runsPruneCmd())
 	return cmd
+}
+
+// findLiveRuns is projector.FindRuns with each running run's live state:
+// interrupted when no process writes it. --state running and
+// --state interrupted both read the running runs and keep the ones that
+// are, before --limit applies.
+func findLiveRuns(ctx context.Context, db *events.DB, f projector.RunFilter) ([]projector.RunSummary, error) {
+	want, limit := f.State, f.Limit
+	if want == "running" || want == stateInterrupted {
+		f.State, f.Limit = "running", 0
+	}
+	runs, err := projector.FindRuns(ctx, db, f)
+	if err != nil {
+		return nil, err
+	}
+	out := runs[:0]
+	for _, r := range runs {
+		if r.State, err = liveState(ctx, db, r.RunID, r.State); err != nil {
+			return nil, err
+		}
+		if want != "" && r.State != want || limit > 0 && len(out) == limit {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // runListItem is one run of `runs list`: its summary, and on PostgreSQL
@@ -100,7 +130,7 @@ type runListItem struct {
 func withLeases(ctx context.Context, db *events.DB, runs []projector.RunSummary) ([]runListItem, error) {
 	var live []string
 	for _, r := range runs {
-		if r.State == "queued" || r.State == "running" {
+		if r.State == "queued" || r.State == "running" || r.State == stateInterrupted {
 			live = append(live, r.RunID)
 		}
 	}
@@ -146,6 +176,11 @@ func printRuns(a *app, runs []runListItem, leases bool) {
 			line += fmt.Sprintf("  %-32s %s", owner, until)
 		}
 		fmt.Fprintln(a.stdout, line)
+	}
+	for _, r := range runs {
+		if r.State == stateInterrupted { // on stderr: stdout stays the table
+			fmt.Fprintf(a.stderr, "%s is interrupted (no process writes it): agentctl resume %s\n", r.RunID, r.RunID)
+		}
 	}
 }
 

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"strings"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/workflow"
+)
+
+// stateInterrupted is how a run recorded "running" is shown when no
+// process writes it any more (killed, or its machine lost): on SQLite its
+// run lock on the database file is free, on PostgreSQL its lease expired.
+// It is derived when runs are listed or inspected, never recorded: the log
+// says only what happened, and `agentctl resume` carries the run on.
+const stateInterrupted = "interrupted"
+
+// liveState is the state to show for a run recorded in state: a running
+// run that no process holds is interrupted.
+func liveState(ctx context.Context, db *events.DB, runID, state string) (string, error) {
+	if state != "running" {
+		return state, nil
+	}
+	held, err := db.RunHeld(ctx, runID)
+	if err != nil {
+		return "", err
+	}
+	if !held {
+		return stateInterrupted, nil
+	}
+	return state, nil
+}
+
+// nextCommands are the commands that apply to a run that ended (or was
+// interrupted) in state, as printed: a cancelled or interrupted run
+// resumes; a failed one resumes with --retry-failed; one with an
+// uncertain call needs its calls settled first, which effects list
+// shows. A replay or a check is never resumed: none.
+func nextCommands(runID, mode, state string, uncertainCalls bool) []string {
+	if mode == "replay" || mode == workflow.ModeCheck || strings.HasPrefix(runID, "replay-") {
+		return nil
+	}
+	if uncertainCalls && state != workflow.StateSucceeded {
+		return []string{"agentctl effects list " + runID}
+	}
+	switch state {
+	case workflow.StateCancelled, stateInterrupted:
+		return []string{"agentctl resume " + runID}
+	case workflow.StateFailed:
+		return []string{"agentctl resume " + runID + " --retry-failed"}
+	case workflow.StateUncertain:
+		return []string{"agentctl effects list " + runID}
+	}
+	return nil
+}
+
+// anyUncertain reports whether a task attempt of the run ended uncertain.
+func anyUncertain(tasks []projector.TaskView) bool {
+	for _, t := range tasks {
+		if t.State == workflow.StateUncertain {
+			return true
+		}
+	}
+	return false
+}
