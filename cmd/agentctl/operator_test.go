@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/testkit"
@@ -180,6 +187,118 @@ func TestCLI_InterruptedRun(t *testing.T) {
 		}
 		if n := srv.Stats().Calls["act"]; n != 2 {
 			t.Fatalf("server saw %d calls, want 2 (the killed one, the redispatch)", n)
+		}
+	})
+}
+
+// TestCLI_EndingHints: every way a run ends prints the command that
+// applies next, exactly, and that command run as printed carries the run
+// on to success: a task that failed (resume --retry-failed), a server that
+// was down (resume --retry-failed, once it is up), a Ctrl-C before
+// anything was sent (resume), and an uncertain call (effects list).
+func TestCLI_EndingHints(t *testing.T) {
+	t.Run("failed task", func(t *testing.T) {
+		var calls atomic.Int32
+		flaky := actTool()
+		inner := flaky.Handler
+		flaky.Handler = func(ctx context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+			if calls.Add(1) == 1 {
+				return &mcptest.Result{Content: mcptest.Text("not yet"), IsError: true}, nil
+			}
+			return inner(ctx, c)
+		}
+		srv := mcptest.Start(t, mcptest.Options{}, flaky)
+		t.Setenv("AGENTCTL_DB", filepath.Join(t.TempDir(), "a.db"))
+		_, stderr, code := cli(t, "run", actWorkflow(t, srv.URL, "idempotent"))
+		runID := runIDIn(t, stderr)
+		if code == 0 || !reflect.DeepEqual(nextHints(stderr), []string{"agentctl resume " + runID + " --retry-failed"}) {
+			t.Fatalf("failed run: exit %d, hints %q:\n%s", code, nextHints(stderr), stderr)
+		}
+		_, e := runPrinted(t, strings.Join(nextHints(stderr), "\n"))
+		if !strings.Contains(e, "run "+runID+" succeeded") || srv.Stats().Calls["act"] != 2 {
+			t.Fatalf("the printed resume: %d calls\n%s", srv.Stats().Calls["act"], e)
+		}
+	})
+	t.Run("server down", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		_ = l.Close() // nothing listens: connect refused, nothing sent
+		t.Setenv("AGENTCTL_DB", filepath.Join(t.TempDir(), "a.db"))
+		_, stderr, code := cli(t, "run", actWorkflow(t, "http://"+addr+"/mcp", "at_most_once"))
+		runID := runIDIn(t, stderr)
+		if code == 0 || !reflect.DeepEqual(nextHints(stderr), []string{"agentctl resume " + runID + " --retry-failed"}) {
+			t.Fatalf("run against a server that is down: exit %d, hints %q:\n%s", code, nextHints(stderr), stderr)
+		}
+		srv := mcptest.NewServer(mcptest.Options{}, actTool()) // the server comes up on the same address
+		defer srv.Close()
+		l, err = net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("the address was taken in between: %v", err)
+		}
+		hs := &http.Server{Handler: srv}
+		go func() { _ = hs.Serve(l) }()
+		defer hs.Close()
+		_, e := runPrinted(t, strings.Join(nextHints(stderr), "\n"))
+		if !strings.Contains(e, "run "+runID+" succeeded") || srv.Stats().Calls["act"] != 1 {
+			t.Fatalf("the printed resume: %d calls\n%s", srv.Stats().Calls["act"], e)
+		}
+	})
+	t.Run("ctrl-c before sending", func(t *testing.T) {
+		hang := make(chan struct{})
+		defer close(hang)
+		srv := mcptest.Start(t, mcptest.Options{}, actTool())
+		srv.Inject(mcptest.Fault{RPCMethod: "initialize", Nth: 1, Hang: hang})
+		// The first request (initialize) says it arrived, then hangs.
+		arrived := make(chan struct{})
+		var once sync.Once
+		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			once.Do(func() { close(arrived) })
+			srv.ServeHTTP(w, r)
+		}))
+		defer front.Close()
+		t.Setenv("AGENTCTL_DB", filepath.Join(t.TempDir(), "a.db"))
+		cmd := subprocess(t, "run", actWorkflow(t, front.URL+"/mcp", "at_most_once"))
+		stderrPipe, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		<-arrived // the session is being opened: no tool call was sent
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stderrPipe)
+		for sc.Scan() {
+			stderr.WriteString(sc.Text() + "\n")
+		}
+		_ = cmd.Wait()
+		runID := runIDs(t, os.Getenv("AGENTCTL_DB"))[0]
+		if cmd.ProcessState.ExitCode() != 130 || !reflect.DeepEqual(nextHints(stderr.String()), []string{"agentctl resume " + runID}) {
+			t.Fatalf("Ctrl-C: exit %d, hints %q:\n%s", cmd.ProcessState.ExitCode(), nextHints(stderr.String()), stderr.String())
+		}
+		_, e := runPrinted(t, strings.Join(nextHints(stderr.String()), "\n"))
+		if !strings.Contains(e, "run "+runID+" succeeded") || srv.Stats().Calls["act"] != 1 {
+			t.Fatalf("the printed resume: %d calls\n%s", srv.Stats().Calls["act"], e)
+		}
+	})
+	t.Run("uncertain", func(t *testing.T) {
+		srv := mcptest.Start(t, mcptest.Options{}, actTool())
+		srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Status: http.StatusNotFound, Nth: 1})
+		t.Setenv("AGENTCTL_DB", filepath.Join(t.TempDir(), "a.db"))
+		_, stderr, code := cli(t, "run", actWorkflow(t, srv.URL, "unknown"))
+		runID := runIDIn(t, stderr)
+		if code != 3 || !reflect.DeepEqual(nextHints(stderr), []string{"agentctl effects list " + runID}) {
+			t.Fatalf("uncertain run: exit %d, hints %q:\n%s", code, nextHints(stderr), stderr)
+		}
+		out, _ := runPrinted(t, strings.Join(nextHints(stderr), "\n"))
+		if !strings.Contains(out, "uncertain") {
+			t.Fatalf("effects list as printed:\n%s", out)
 		}
 	})
 }

@@ -294,8 +294,8 @@ func TestCLI_WorkerKilledThenAnotherFinishes(t *testing.T) {
 			if blocked[arg] {
 				want = "uncertain" // sent, no answer on disk: never sent again
 				uncertain++
-				if midway[id] != "running" {
-					t.Errorf("run %s was %q after the kill, want running", id, midway[id])
+				if midway[id] != "interrupted" { // recorded running, no process holds it
+					t.Errorf("run %s was %q after the kill, want interrupted", id, midway[id])
 				}
 			}
 			if states[id] != want {
@@ -378,7 +378,8 @@ func testWorkerStopsCleanly(t *testing.T, sig syscall.Signal) {
 				t.Fatalf("run %s after the stop ends with %q, want the first task finished and nothing after\n%s", id, last, strings.Join(lines, "\n"))
 			}
 		}
-		if states := runStates(t, db); states[ids[0]] != "running" || states[ids[1]] != "running" {
+		// Recorded running, no worker holds them: shown interrupted until one takes them.
+		if states := runStates(t, db); states[ids[0]] != "interrupted" || states[ids[1]] != "interrupted" {
 			t.Fatalf("states after the stop: %v", states)
 		}
 
