@@ -42,6 +42,8 @@ type progress struct {
 	mcpTasks map[string]string // effect id → its MCP task's id digest
 
 	summarized bool
+	// shortID gives a run's short form for its first line; nil: none.
+	shortID func(runID string) string
 }
 
 // row is one task attempt as shown live and in the summary.
@@ -103,7 +105,14 @@ func (p *progress) observe(e events.Event) {
 	at, _ := time.Parse(time.RFC3339Nano, e.CreatedAt)
 	switch e.Type {
 	case projector.TypeRunCreated:
-		// The id first, so that a run killed before its end can be found.
+		// The id first, so that a run killed before its end can be found:
+		// its short form (what to type), then the full id.
+		if p.shortID != nil {
+			if s := p.shortID(e.RunID); s != e.RunID {
+				p.line("run %s started (%s)", clean(s), clean(e.RunID))
+				return
+			}
+		}
 		p.line("run %s started", clean(e.RunID))
 	case projector.TypeRunResumed:
 		p.line("run %s resumed", clean(e.RunID))

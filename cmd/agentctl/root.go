@@ -106,8 +106,11 @@ func (a *app) rootCmd() *cobra.Command {
 Streamable HTTP) and appends every protocol step to a SQLite event log. The log is the only
 source of truth: inspect, replay and audit read it and never touch the network.
 
-Wherever a run id is taken, any unique prefix of it will do (with or without "run-"), and
-"last" names the most recent run; a call (effect) id takes any unique prefix too.`,
+Wherever a run id is taken, its short form will do (the last 8 or more digits that human
+output prints: runs list, run's first line), as will any unique prefix of it (with or without
+"run-"); "last" names the most recent workflow run (not a check, an ad hoc call or a replay),
+and last-check, last-adhoc, last-replay the most recent run of that mode. An ambiguous id is
+refused, listing the runs it matches. A call (effect) id takes any unique prefix too.`,
 		Example: `  agentctl demo
   agentctl run examples/lookup.yaml --input query=mcp
   agentctl inspect run-0190... --output json`,

@@ -124,6 +124,13 @@ func (a *app) runner(db *events.DB) *workflow.Runner {
 		}
 	case "human":
 		a.prog = newProgress(a.stderr, a.color)
+		a.prog.shortID = func(id string) string {
+			s, err := projector.ShortRunID(context.Background(), db, id)
+			if err != nil {
+				return id // the full id still names it
+			}
+			return s
+		}
 		r.Observe = a.prog.observe
 	}
 	if testHooks.runner != nil {
