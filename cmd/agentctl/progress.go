@@ -44,6 +44,9 @@ type progress struct {
 	summarized bool
 	// shortID gives a run's short form for its first line; nil: none.
 	shortID func(runID string) string
+	// from adds the state a call leaves to each of its lines (inspect
+	// --follow: "dispatched → succeeded").
+	from bool
 }
 
 // row is one task attempt as shown live and in the summary.
@@ -170,7 +173,11 @@ func (p *progress) observe(e events.Event) {
 		if r != nil {
 			task = " (" + clean(r.task) + ")"
 		}
-		p.line("  call %s%s → %s%s", short(t.EffectID), task, p.paint(t.To), reason)
+		from := ""
+		if p.from && t.From != "" {
+			from = " " + clean(t.From)
+		}
+		p.line("  call %s%s%s → %s%s", short(t.EffectID), task, from, p.paint(t.To), reason)
 	case projector.TypeCallTaskAccepted, projector.TypeCallTaskStatus:
 		p.taskStatus(e)
 	case projector.FramePrefix + "notification":
