@@ -302,3 +302,36 @@ func TestCLI_EndingHints(t *testing.T) {
 		}
 	})
 }
+
+// TestCLI_AdhocErrorsNameFlags: an ad hoc command's errors name the
+// argument or flag at fault and the flag that fixes it, never the file
+// and keys of the workflow built from the flags (which the user never
+// wrote); --timeout takes a duration or plain seconds; mcp tools' table
+// shows each tool's execution.taskSupport.
+func TestCLI_AdhocErrorsNameFlags(t *testing.T) {
+	task := actTool()
+	task.Name, task.Execution = "slow_job", json.RawMessage(`{"taskSupport":"optional"}`)
+	srv := mcptest.Start(t, mcptest.Options{}, actTool(), task)
+	db := filepath.Join(t.TempDir(), "a.db")
+	for _, args := range [][]string{{"mcp", "call", srv.URL, "act"}, {"mcp", "tools", srv.URL}} {
+		_, stderr, code := cli(t, append(args, "--db", db)...)
+		want := "agentctl: URL " + srv.URL + `: host "127.0.0.1" is a loopback address; pass --allow-private to allow it`
+		if code != 3 || !strings.HasPrefix(stderr, want) || strings.Contains(stderr, "adhoc.json") || strings.Contains(stderr, "spec.") {
+			t.Errorf("%v without --allow-private: exit %d\n%s\nwant it to start %q", args, code, stderr, want)
+		}
+	}
+	for _, tc := range []struct {
+		timeout string
+		code    int
+	}{{"5", 0}, {"5s", 0}, {"1m", 0}, {"0.5", 2}, {"abc", 2}} {
+		_, stderr, code := cli(t, "mcp", "call", srv.URL, "act", "--allow-private", "--timeout", tc.timeout, "--db", db)
+		if code != tc.code || code != 0 && !strings.Contains(stderr, "--timeout") {
+			t.Errorf("--timeout %s: exit %d, want %d: %s", tc.timeout, code, tc.code, stderr)
+		}
+	}
+	out, stderr, code := cli(t, "mcp", "tools", srv.URL, "--allow-private", "--db", db)
+	if code != 0 || !regexp.MustCompile(`(?m)^NAME +TITLE +INPUT +OUTPUT +TASKS +HINTS`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^slow_job +.* optional +- `).MatchString(out) || !regexp.MustCompile(`(?m)^act +.* - +- `).MatchString(out) {
+		t.Fatalf("mcp tools: exit %d %s\n%s", code, stderr, out)
+	}
+}

@@ -127,7 +127,7 @@ refused, listing the runs it matches. A call (effect) id takes any unique prefix
 	root.PersistentFlags().StringVar(&a.dbPath, "db", "", "database: a SQLite file, or a postgres:// URL (password from the URL, PGPASSWORD or ~/.pgpass) (default $AGENTCTL_DB or "+defaultDB+")")
 	root.PersistentFlags().StringVar(&a.output, "output", "human", "output format: human, json or jsonl")
 	root.PersistentFlags().StringVar(&a.durability, "durability", "full", "commit durability: full (fsync every step) or normal")
-	root.PersistentFlags().DurationVar(&a.busyTimeout, "busy-timeout", events.DefaultBusyTimeout, "how long to wait for another process's write lock")
+	durationVar(root, true, &a.busyTimeout, "busy-timeout", events.DefaultBusyTimeout, "how long to wait for another process's write lock")
 	root.PersistentFlags().StringVar(&a.color, "color", "auto", "colour on terminals: auto, always or never (NO_COLOR is respected)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: workflow.ExitInvalid, err: err}
