@@ -335,3 +335,25 @@ func TestCLI_AdhocErrorsNameFlags(t *testing.T) {
 		t.Fatalf("mcp tools: exit %d %s\n%s", code, stderr, out)
 	}
 }
+
+// TestCLI_HelpDrift: runs list's help filters by a workflow name that the
+// README's example has (lookup-demo), and that filter finds its runs;
+// audit export has one output flag (-o/--out), not two.
+func TestCLI_HelpDrift(t *testing.T) {
+	out, _, _ := cli(t, "runs", "list", "--help")
+	m := regexp.MustCompile(`--workflow (\S+)`).FindStringSubmatch(out)
+	src, err := os.ReadFile("../../examples/lookup.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m == nil || !strings.Contains(string(src), "metadata: { name: "+m[1]+" }") && !strings.Contains(string(src), "name: "+m[1]+"\n") {
+		t.Fatalf("runs list --help filters by workflow %v, not examples/lookup.yaml's name:\n%s", m, out)
+	}
+	out, _, _ = cli(t, "audit", "export", "--help")
+	if !strings.Contains(out, "-o, --out") || strings.Contains(out, "--file") {
+		t.Fatalf("audit export flags:\n%s", out)
+	}
+	if _, stderr, code := cli(t, "audit", "export", "last", "--file", "x.jsonl"); code != 2 || !strings.Contains(stderr, "unknown flag: --file") {
+		t.Fatalf("audit export --file: exit %d %s", code, stderr)
+	}
+}
