@@ -4,7 +4,9 @@
 # a few minutes. It only looks around (the environment, PATH); it changes
 # nothing and always exits 0. Uses bash builtins and $GO only.
 GO=${GO:-go}
-cd "${0%/*}/.." || exit 0 # the repository root (bash only: no dirname)
+here=${0%/*} # the script's directory (bash only: no dirname)
+if [ "$here" = "$0" ]; then here=.; fi
+cd "$here/.." || exit 0
 
 mapfile -t pkgs < <("$GO" list ./... 2>/dev/null)
 echo "make test: go test -race -count=1 over ${#pkgs[@]} packages, every suite on 127.0.0.1."
