@@ -101,7 +101,7 @@ then reported as a storage error (exit 5) naming the first bad seq or the table.
 				}
 				printInspect(a.stdout, doc)
 				printVerified(a.stdout, out)
-				for _, c := range nextCommands(id, doc.Run.Mode, doc.Run.State, anyUncertain(doc.Tasks)) {
+				for _, c := range nextCommands(id, doc.Run.Mode, doc.Run.State, uncertainCalls(doc.ProtocolCalls)) {
 					fmt.Fprintf(a.stdout, "next: %s\n", c)
 				}
 				return problem

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/projector/report"
 )
 
 // Bounds of the outputs human inspect prints (--output json has them whole).
@@ -28,7 +30,11 @@ func printInspect(w io.Writer, d *projector.Document) {
 		fmt.Fprintf(w, "finished  %s (took %s)\n", since(start, *r.FinishedAt), span(r.StartedAt, r.FinishedAt))
 	}
 	if r.Error != nil {
-		writeField(w, "", "error    ", *r.Error)
+		lines := strings.Split(strings.TrimRight(report.SettledError(*r.Error, d.Effects), "\n"), "\n")
+		fmt.Fprintf(w, "error     %s\n", termtext.Block(lines[0]))
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "          %s\n", termtext.Block(l))
+		}
 	}
 	fmt.Fprintf(w, "events    %d   calls %d   sessions %d\n", r.Events, r.Calls, countSessions(d.ProtocolSessions))
 	printOutputs(w, d.Outputs)
@@ -51,10 +57,24 @@ func printInspect(w io.Writer, d *projector.Document) {
 
 	fmt.Fprintln(w, "\ncalls")
 	calls := table{}
+	settled := map[string]bool{}
+	for _, e := range d.Effects {
+		settled[e.EffectID] = true
+	}
 	for _, c := range d.ProtocolCalls {
 		var notes []string
 		if c.Error != nil {
-			notes = append(notes, "  error: "+clean(*c.Error))
+			msg := *c.Error
+			if settled[c.EffectID] { // reconciled: the how-to no longer applies
+				msg = report.WithoutHowTo(msg)
+			}
+			for i, l := range strings.Split(strings.TrimRight(msg, "\n"), "\n") {
+				if i == 0 {
+					notes = append(notes, "  error: "+termtext.Block(l))
+				} else {
+					notes = append(notes, "    "+termtext.Block(l))
+				}
+			}
 		}
 		from := ""
 		for _, e := range d.StreamEvents {

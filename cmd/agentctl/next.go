@@ -33,10 +33,11 @@ func liveState(ctx context.Context, db *events.DB, runID, state string) (string,
 }
 
 // nextCommands are the commands that apply to a run that ended (or was
-// interrupted) in state, as printed: a cancelled or interrupted run
-// resumes; a failed one resumes with --retry-failed; one with an
-// uncertain call needs its calls settled first, which effects list
-// shows. A replay or a check is never resumed: none.
+// interrupted) in state, as printed: a cancelled or interrupted run, or an
+// uncertain one whose calls are all settled, resumes; a failed one resumes
+// with --retry-failed; one with an uncertain call needs its calls settled
+// first, which effects list shows. A replay or a check is never resumed:
+// none.
 func nextCommands(runID, mode, state string, uncertainCalls bool) []string {
 	if mode == "replay" || mode == workflow.ModeCheck || strings.HasPrefix(runID, "replay-") {
 		return nil
@@ -45,20 +46,30 @@ func nextCommands(runID, mode, state string, uncertainCalls bool) []string {
 		return []string{"agentctl effects list " + runID}
 	}
 	switch state {
-	case workflow.StateCancelled, stateInterrupted:
+	case workflow.StateCancelled, stateInterrupted, workflow.StateUncertain: // uncertain: its calls all settled
 		return []string{"agentctl resume " + runID}
 	case workflow.StateFailed:
 		return []string{"agentctl resume " + runID + " --retry-failed"}
-	case workflow.StateUncertain:
-		return []string{"agentctl effects list " + runID}
 	}
 	return nil
 }
 
-// anyUncertain reports whether a task attempt of the run ended uncertain.
+// anyUncertain reports whether a task attempt of the run ended uncertain
+// (right after the run ended: its call is uncertain, not reconciled yet).
 func anyUncertain(tasks []projector.TaskView) bool {
 	for _, t := range tasks {
 		if t.State == workflow.StateUncertain {
+			return true
+		}
+	}
+	return false
+}
+
+// uncertainCalls reports whether a call of the run is still uncertain
+// (not reconciled).
+func uncertainCalls(calls []projector.CallView) bool {
+	for _, c := range calls {
+		if c.Status == workflow.StateUncertain {
 			return true
 		}
 	}
