@@ -337,8 +337,9 @@ func TestCLI_AdhocErrorsNameFlags(t *testing.T) {
 }
 
 // TestCLI_HelpDrift: runs list's help filters by a workflow name that the
-// README's example has (lookup-demo), and that filter finds its runs;
-// audit export has one output flag (-o/--out), not two.
+// README's example has (lookup-demo); README's fleet recipe writes into a
+// database of its own, not the tests' agentctl_test; audit export has one
+// output flag (-o/--out), not two.
 func TestCLI_HelpDrift(t *testing.T) {
 	out, _, _ := cli(t, "runs", "list", "--help")
 	m := regexp.MustCompile(`--workflow (\S+)`).FindStringSubmatch(out)
@@ -349,11 +350,61 @@ func TestCLI_HelpDrift(t *testing.T) {
 	if m == nil || !strings.Contains(string(src), "metadata: { name: "+m[1]+" }") && !strings.Contains(string(src), "name: "+m[1]+"\n") {
 		t.Fatalf("runs list --help filters by workflow %v, not examples/lookup.yaml's name:\n%s", m, out)
 	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := regexp.MustCompile(`export AGENTCTL_DB=\$\(bash \.ci/postgres ?([a-z_]*)\)`).FindSubmatch(readme)
+	if fleet == nil || len(fleet[1]) == 0 || string(fleet[1]) == "agentctl_test" {
+		t.Fatalf("README's fleet recipe does not give its own database to .ci/postgres: %q", fleet)
+	}
 	out, _, _ = cli(t, "audit", "export", "--help")
 	if !strings.Contains(out, "-o, --out") || strings.Contains(out, "--file") {
 		t.Fatalf("audit export flags:\n%s", out)
 	}
 	if _, stderr, code := cli(t, "audit", "export", "last", "--file", "x.jsonl"); code != 2 || !strings.Contains(stderr, "unknown flag: --file") {
 		t.Fatalf("audit export --file: exit %d %s", code, stderr)
+	}
+}
+
+// TestCLI_ReconcileResultFileForms: --result-file takes the call's result
+// as the task's output would have been: the structuredContent object of a
+// tool with an outputSchema (validated against it), or, for a text-only
+// tool (no outputSchema), its content array; resume then uses it as the
+// task's output, and the tool is not called again.
+func TestCLI_ReconcileResultFileForms(t *testing.T) {
+	note := mcptest.ToolDef{Name: "note", Handler: func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+		return &mcptest.Result{Content: mcptest.Text("noted")}, nil
+	}}
+	for _, tc := range []struct {
+		name, tool, result, want string
+	}{
+		{"structuredContent", "act", `{"done": true}`, `"outputs":{"result":{"done":true}}`},
+		{"content array", "note", `[{"type": "text", "text": "order 17 created by hand"}]`, `"outputs":{"result":[{"text":"order17createdbyhand","type":"text"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mcptest.Start(t, mcptest.Options{}, actTool(), note)
+			srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Status: http.StatusNotFound, Nth: 1})
+			db := filepath.Join(t.TempDir(), "a.db")
+			wf := testkit.Workflow{Name: "reconcile", URL: srv.URL,
+				Tasks:   []testkit.Task{{ID: "only", Idempotency: "unknown", Tool: tc.tool}},
+				Outputs: []testkit.Output{{Name: "result", Value: "${{ tasks.only.output }}"}}}.WriteFile(t)
+			_, stderr, code := cli(t, "run", wf, "--db", db)
+			if code != 3 {
+				t.Fatalf("run: exit %d, want 3 (uncertain): %s", code, stderr)
+			}
+			effects := listEffects(t, db, "last")
+			result := writeFile(t, tc.result)
+			if _, stderr, code := cli(t, "effects", "reconcile", effects[0]["effectId"].(string), "--status", "applied", "--reason", "checked by hand", "--result-file", result, "--db", db); code != 0 {
+				t.Fatalf("reconcile with %s: exit %d %s", tc.result, code, stderr)
+			}
+			out, stderr, code := cli(t, "resume", "last", "--db", db, "--output", "json")
+			if code != 0 || !strings.Contains(strings.Join(strings.Fields(out), ""), tc.want) {
+				t.Fatalf("resume: exit %d %s\n%s", code, stderr, out)
+			}
+			if n := srv.Stats().Calls[tc.tool]; n != 1 {
+				t.Fatalf("server saw %d calls of %s, want 1 (the uncertain one)", n, tc.tool)
+			}
+		})
 	}
 }
