@@ -180,6 +180,9 @@ func TestCLI_InterruptedRun(t *testing.T) {
 		if !strings.Contains(jout, `"state": "interrupted"`) {
 			t.Fatalf("json inspect does not say interrupted:\n%.600s", jout)
 		}
+		if page := htmlReport(t, db, runID); !strings.Contains(page, `<span class="pill interrupted">interrupted</span>`) {
+			t.Errorf("the HTML report does not say interrupted")
+		}
 		close(hang)
 		_, e := runPrinted(t, strings.Join(nextHints(out), "\n"))
 		if !strings.Contains(e, "run "+runID+" succeeded") {
