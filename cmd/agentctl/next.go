@@ -17,14 +17,20 @@ import (
 const stateInterrupted = "interrupted"
 
 // liveState is the state to show for a run recorded in state: a running
-// run that no process holds is interrupted.
+// run that no process holds is interrupted. When the probe cannot be made
+// (a SQLite file this user may only read: its lock needs it opened for
+// writing) the recorded state is shown; a command that only reads does not
+// fail for it.
 func liveState(ctx context.Context, db *events.DB, runID, state string) (string, error) {
 	if state != "running" {
 		return state, nil
 	}
 	held, err := db.RunHeld(ctx, runID)
 	if err != nil {
-		return "", err
+		if ctx.Err() != nil {
+			return "", err
+		}
+		return state, nil
 	}
 	if !held {
 		return stateInterrupted, nil
