@@ -5,8 +5,10 @@ FUZZTIME ?= 10000x
 .PHONY: test demo lint cross fuzz-smoke bench bench-peers build interop conformance
 
 # The whole test suite: every package, race detector on, real peers on 127.0.0.1
-# (go-sdk server in-process, reference TypeScript server from interop/).
+# (go-sdk server in-process, reference TypeScript server from interop/). It
+# first prints what will run and what is skipped, and why (scripts/test-plan.sh).
 test: interop
+	@GO=$(GO) bash scripts/test-plan.sh
 	$(GO) test -race -count=1 ./...
 
 # The reference TypeScript server, installed reproducibly from the committed lockfile.

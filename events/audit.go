@@ -233,7 +233,7 @@ func VerifyExport(r io.Reader, opts VerifyOptions) (*AuditReport, error) {
 	rep.Signed = h.Signature != nil
 	if opts.PublicKey != nil {
 		if err := CheckAuditSignature(h, opts.PublicKey); err != nil {
-			return rep, headerErr("%v", err)
+			return rep, headerErr("signature: %v", err)
 		}
 		rep.SignatureVerified = true
 	}

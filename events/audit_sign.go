@@ -45,13 +45,13 @@ func CheckAuditSignature(h *AuditHeader, pub ed25519.PublicKey) error {
 	s := h.Signature
 	switch {
 	case s == nil:
-		return errors.New("header is not signed, and a public key was given")
+		return errors.New("missing: the header is not signed, and --public-key asks for a signature")
 	case s.Alg != auditSigAlg:
 		return fmt.Errorf("signature algorithm %q, want %q", s.Alg, auditSigAlg)
 	case s.KeyID != KeyID(pub):
 		return fmt.Errorf("signed by key %s, the public key given is %s", s.KeyID, KeyID(pub))
 	case !ed25519.Verify(pub, AuditSigningBytes(h), s.Value):
-		return errors.New("header signature does not verify with the public key (header edited, or not signed by it)")
+		return errors.New("wrong: it does not verify with the public key (the header was edited, or signed by another key)")
 	}
 	return nil
 }

@@ -87,6 +87,12 @@ type ChainError struct {
 }
 
 func (e *ChainError) Error() string {
+	switch {
+	case e.Seq == 0 && e.RunID == "": // an audit file whose header did not parse
+		return fmt.Sprintf("events: audit file: %s", e.Reason)
+	case e.Seq == 0: // an audit file's header (its members, its signature), not the chain
+		return fmt.Sprintf("events: audit header of run %s: %s", e.RunID, e.Reason)
+	}
 	return fmt.Sprintf("events: chain broken in run %s at seq %d: %s", e.RunID, e.Seq, e.Reason)
 }
 

@@ -573,20 +573,14 @@ WHERE run_id = ANY(?::text[]) AND owner IS NOT NULL AND lease_expires_at IS NOT 
 }
 
 // RunHeld reports whether some process is the run's writer now, without
-// becoming it: `inspect --follow` asks this of an idle run, and a probe
-// must not bump the lease epoch. On SQLite it tries the run's lock and
-// gives it back at once.
+// becoming it: `inspect --follow` asks this of an idle run, and `runs
+// list` and `inspect` of every run recorded running (a run no one holds is
+// shown interrupted); a probe must not bump the lease epoch. On SQLite it
+// tests the run's lock byte without taking it (on Linux; elsewhere it
+// takes the lock and gives it back at once).
 func (db *DB) RunHeld(ctx context.Context, runID string) (bool, error) {
 	if db.pg == nil {
-		unlock, err := db.LockRun(runID)
-		if errors.Is(err, ErrRunBusy) {
-			return true, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		unlock()
-		return false, nil
+		return db.locks.probe(db.path, runID)
 	}
 	var held bool
 	err := db.x.QueryRowContext(ctx, `SELECT NOT agentctl_lease_free(owner, owner_key, lease_expires_at) FROM run_leases WHERE run_id = ?`, runID).Scan(&held)

@@ -329,6 +329,33 @@ func TestRunHeld_SQLite(t *testing.T) {
 	}
 }
 
+// TestRunHeld_SQLiteOtherOpen: a second open of the file (another process,
+// as `runs list` is to a run) sees the run's lock, and its probe leaves
+// the lock free for a writer after it.
+func TestRunHeld_SQLiteOtherOpen(t *testing.T) {
+	path := t.TempDir() + "/a.db"
+	a := testkit.OpenDB(t, path, events.Options{})
+	b := testkit.OpenDB(t, path, events.Options{})
+	ctx := context.Background()
+	if held, err := b.RunHeld(ctx, "run-2"); err != nil || held {
+		t.Fatalf("RunHeld of a free run = %v, %v; want false", held, err)
+	}
+	unlock, err := a.LockRun("run-2")
+	if err != nil {
+		t.Fatalf("LockRun after another open's probe: %v (the probe kept the lock)", err)
+	}
+	if held, err := b.RunHeld(ctx, "run-2"); err != nil || !held {
+		t.Fatalf("RunHeld while another open holds the run = %v, %v; want true", held, err)
+	}
+	unlock()
+	if held, err := b.RunHeld(ctx, "run-2"); err != nil || held {
+		t.Fatalf("RunHeld after unlock = %v, %v; want false", held, err)
+	}
+	if _, err := a.LockRun("run-2"); err != nil {
+		t.Fatalf("LockRun after the probes: %v", err)
+	}
+}
+
 // TestLease_HeartbeatEveryThirdOfTTL: the holder's own heartbeat (no
 // RenewLeases call by the test) renews its lease every TTL/3: within the
 // first TTL the expiry moves at least twice, never sooner than TTL/3

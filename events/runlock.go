@@ -81,6 +81,28 @@ func (db *DB) LockRun(runID string) (unlock func(), err error) {
 	}, nil
 }
 
+// probe reports whether a process (this one through this DB, or another
+// open of the file) holds runID's lock, without taking it.
+func (l *runLocks) probe(path, runID string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[runID] {
+		return true, nil
+	}
+	if l.file == nil {
+		f, err := l.open(path)
+		if err != nil {
+			return false, &Error{Op: "open run lock", Path: path, Err: err}
+		}
+		l.file, l.held = f, map[string]bool{}
+	}
+	held, err := probeByte(l.file, runLockBase+runLockOffset(runID))
+	if err != nil {
+		return false, &Error{Op: "probe the lock of run " + runID, Path: l.file.Name(), Err: err}
+	}
+	return held, nil
+}
+
 // runLockOffset is the one byte of the lock file (past runLockBase) that
 // stands for runID.
 func runLockOffset(runID string) int64 {

@@ -46,3 +46,16 @@ func unlockByte(f *os.File, off int64) error {
 	lk := syscall.Flock_t{Type: syscall.F_UNLCK, Whence: io.SeekStart, Start: off, Len: 1}
 	return syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &lk)
 }
+
+// probeByte reports whether another process holds the byte lockByte would
+// take: it takes the lock and gives it back at once (F_GETLK would not see
+// a lock of this process's other descriptors).
+func probeByte(f *os.File, off int64) (bool, error) {
+	if err := lockByte(f, off); err != nil {
+		if errors.Is(err, errLockHeld) {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, unlockByte(f, off)
+}

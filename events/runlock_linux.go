@@ -42,3 +42,14 @@ func unlockByte(f *os.File, off int64) error {
 	lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: io.SeekStart, Start: off, Len: 1}
 	return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
 }
+
+// probeByte reports whether another open of f holds the byte lockByte
+// would take, without taking it (F_OFD_GETLK): a probe never makes a
+// concurrent LockRun fail.
+func probeByte(f *os.File, off int64) (bool, error) {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: off, Len: 1}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
+		return false, err
+	}
+	return lk.Type != unix.F_UNLCK, nil
+}

@@ -44,3 +44,15 @@ func unlockByte(f *os.File, off int64) error {
 func overlappedAt(off int64) *windows.Overlapped {
 	return &windows.Overlapped{Offset: uint32(off), OffsetHigh: uint32(off >> 32)}
 }
+
+// probeByte reports whether another process holds the byte lockByte would
+// take: it takes the lock and gives it back at once.
+func probeByte(f *os.File, off int64) (bool, error) {
+	if err := lockByte(f, off); err != nil {
+		if errors.Is(err, errLockHeld) {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, unlockByte(f, off)
+}

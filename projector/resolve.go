@@ -9,8 +9,30 @@ import (
 	"github.com/agentctl/agentctl/events"
 )
 
-// LastRun is the reference that names the most recent run.
+// LastRun is the reference that names the most recent workflow run (mode
+// run: not a check, an ad hoc call or a replay). "last-check",
+// "last-adhoc", "last-replay" and "last-run" name the most recent run of
+// that mode.
 const LastRun = "last"
+
+// RunModes are the modes a run is recorded in: a workflow run (run or
+// submit), a replay, a check --remote, an ad hoc mcp command.
+var RunModes = []string{"run", "replay", "check", "adhoc"}
+
+// lastMode is the mode a "last" reference names, or "" when ref is not one.
+func lastMode(ref string) string {
+	if ref == LastRun {
+		return "run"
+	}
+	if m, ok := strings.CutPrefix(ref, LastRun+"-"); ok {
+		for _, k := range RunModes {
+			if m == k {
+				return m
+			}
+		}
+	}
+	return ""
+}
 
 // ErrUnknownEffect is returned for a call (effect) id that matches no call.
 var ErrUnknownEffect = errors.New("unknown call")
@@ -32,25 +54,27 @@ func (e *AmbiguousError) Error() string {
 	if e.More {
 		more = "\n  …"
 	}
-	return fmt.Sprintf("%s id prefix %q is ambiguous; it matches:\n  %s%s", e.Kind, e.Prefix, strings.Join(e.Matches, "\n  "), more)
+	return fmt.Sprintf("%s id prefix %q is ambiguous; it matches:\n  %s%s\n(give more of the id)", e.Kind, e.Prefix, strings.Join(e.Matches, "\n  "), more)
 }
 
 // ResolveRun turns what an operator typed into a run id: the full id, any
-// unique prefix of it (with or without the "run-"/"replay-" kind), or
-// "last" for the most recent run. No match wraps ErrUnknownRun; several
+// unique prefix of it (with or without the "run-"/"replay-" kind), its
+// short form (ShortRunIDs), "last" for the most recent workflow run, or
+// "last-MODE" for the most recent run of a mode. No match wraps ErrUnknownRun; several
 // return an *AmbiguousError. Every command that takes a run id calls it.
 func ResolveRun(ctx context.Context, db *events.DB, ref string) (string, error) {
 	if ref == "" {
 		return "", fmt.Errorf("%w: empty run id", ErrUnknownRun)
 	}
 	x := db.SQL()
-	if ref == LastRun {
+	if mode := lastMode(ref); mode != "" {
 		var ids []string
-		if err := x.SelectContext(ctx, &ids, `SELECT run_id FROM events WHERE seq = 1 ORDER BY created_at DESC, run_id DESC LIMIT 1`); err != nil {
+		if err := x.SelectContext(ctx, &ids, `SELECT e.run_id FROM events e JOIN runs r ON r.run_id = e.run_id
+			WHERE e.seq = 1 AND r.mode = ? ORDER BY e.created_at DESC, e.run_id DESC LIMIT 1`, mode); err != nil {
 			return "", &events.Error{Op: "resolve run", Path: db.Path(), Err: err}
 		}
 		if len(ids) == 0 {
-			return "", fmt.Errorf("%w: no runs recorded yet (%q)", ErrUnknownRun, ref)
+			return "", fmt.Errorf("%w: no run of mode %s recorded yet (%q)", ErrUnknownRun, mode, ref)
 		}
 		return ids[0], nil
 	}
@@ -60,13 +84,18 @@ func ResolveRun(ctx context.Context, db *events.DB, ref string) (string, error) 
 	} else if ok {
 		return ref, nil
 	}
-	// A prefix of the whole id, or of the part after "run-" / "replay-";
-	// LIKE with an escaped pattern reads the same on SQLite and PostgreSQL.
+	// A prefix of the whole id, or of the part after "run-" / "replay-",
+	// or a short form (a suffix of at least MinShortID hex digits); LIKE
+	// with an escaped pattern reads the same on SQLite and PostgreSQL.
 	var ids []string
 	p := likeEscaper.Replace(ref)
+	suffix := "-" // matches no id's end: a ref too short to be a short form
+	if shortForm(ref) {
+		suffix = "%" + p
+	}
 	err := x.SelectContext(ctx, &ids, `SELECT run_id FROM events WHERE seq = 1
-		AND (run_id LIKE ? ESCAPE '\' OR run_id LIKE ? ESCAPE '\' OR run_id LIKE ? ESCAPE '\')
-		ORDER BY created_at DESC, run_id DESC LIMIT ?`, p+"%", "run-"+p+"%", "replay-"+p+"%", maxMatches+1)
+		AND (run_id LIKE ? ESCAPE '\' OR run_id LIKE ? ESCAPE '\' OR run_id LIKE ? ESCAPE '\' OR run_id LIKE ? ESCAPE '\')
+		ORDER BY created_at DESC, run_id DESC LIMIT ?`, p+"%", "run-"+p+"%", "replay-"+p+"%", suffix, maxMatches+1)
 	if err != nil {
 		return "", &events.Error{Op: "resolve run", Path: db.Path(), Err: err}
 	}

@@ -32,6 +32,7 @@ func ListRuns(ctx context.Context, db *events.DB, limit int) ([]RunSummary, erro
 type RunFilter struct {
 	State    string    // "" = any state
 	Workflow string    // "" = any workflow (metadata.name)
+	Mode     string    // "" = any mode (RunModes)
 	Since    time.Time // zero = any time; else runs started at or after it
 	Limit    int       // ≤ 0 = all
 }
@@ -47,6 +48,10 @@ func FindRuns(ctx context.Context, db *events.DB, f RunFilter) ([]RunSummary, er
 	if f.Workflow != "" {
 		q += ` AND workflow = ?`
 		args = append(args, f.Workflow)
+	}
+	if f.Mode != "" {
+		q += ` AND mode = ?`
+		args = append(args, f.Mode)
 	}
 	if !f.Since.IsZero() {
 		// started_at is RFC 3339 in UTC with a trimmed fraction: its

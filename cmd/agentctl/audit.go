@@ -68,7 +68,7 @@ What a verified export proves:
 				if file != "" && file != "-" {
 					f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 					if err != nil {
-						return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--file %q: %w", file, err)}
+						return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--out %q: %w", file, err)}
 					}
 					bw := bufio.NewWriter(f)
 					w, done = bw, func() error {
@@ -103,7 +103,6 @@ What a verified export proves:
 		},
 	}
 	export.Flags().StringVarP(&file, "out", "o", "", "write to this file instead of stdout")
-	export.Flags().StringVar(&file, "file", "", "same as -o")
 	export.Flags().StringVar(&signKey, "sign-key", "", "sign the header with this Ed25519 private key (PEM, PKCS #8): file:PATH or env:VAR")
 	var pubKey string
 	verify := &cobra.Command{
@@ -113,8 +112,9 @@ What a verified export proves:
 the hash chain (each hash says its chain version: v1 for runs written before created_at was
 covered, v2 after), and checks every header member against the lines. With --public-key PATH
 (Ed25519, PEM "PUBLIC KEY" as written by ` + "`openssl pkey -in audit.key -pubout -out audit.pub`" + `) the header
-must carry a signature by that key. Exit 0 when it verifies, 4 naming the first bad seq (0: the
-header).
+must carry a signature by that key. Exit 0 when it verifies; 4 naming the first bad seq, or what
+is wrong with the header ("signature: missing", "signature: wrong", a member that disagrees
+with the lines).
 
 What a verified export proves:
 ` + events.AuditUnsignedScope,

@@ -89,7 +89,8 @@ func writeKeyPair(t *testing.T, dir string) (keyPath, pubPath string) {
 // TestCLI_AuditSignedExport (issue 13 item 6): a signed export verifies
 // with the public key and says so; cut short with its header made
 // consistent, it verifies only without the key, and the output says what
-// that proves; with the key it fails (exit 4, seq 0).
+// that proves; with the key it fails (exit 4), saying the signature is
+// missing (not "chain broken at seq 0").
 func TestCLI_AuditSignedExport(t *testing.T) {
 	srv := mcptest.Start(t, mcptest.Options{}, chattyTool())
 	dir := t.TempDir()
@@ -126,8 +127,20 @@ func TestCLI_AuditSignedExport(t *testing.T) {
 	if out, _, code = cli(t, "audit", "verify", cut); code != 0 || !strings.Contains(out, "signature: none") {
 		t.Fatalf("an unsigned cut file is consistent (the documented limit): exit %d\n%s", code, out)
 	}
-	if _, stderr, code = cli(t, "audit", "verify", cut, "--public-key", pubPath); code != 4 || !strings.Contains(stderr, "at seq 0") || !strings.Contains(stderr, "not signed") {
+	if _, stderr, code = cli(t, "audit", "verify", cut, "--public-key", pubPath); code != 4 || strings.Contains(stderr, "chain broken") || strings.Contains(stderr, "seq 0") ||
+		!strings.Contains(stderr, "audit header of run "+runID+": signature: missing: the header is not signed") {
 		t.Fatalf("the cut file with the key: exit %d %s", code, stderr)
+	}
+
+	// A signed header edited: the signature is wrong, and the error says so.
+	var signed map[string]any
+	_ = json.Unmarshal([]byte(lines[0]), &signed)
+	signed["workflowDigest"] = "sha256:" + strings.Repeat("0", 64)
+	sh, _ := json.Marshal(signed)
+	edited := filepath.Join(dir, "edited.jsonl")
+	_ = os.WriteFile(edited, []byte(string(sh)+"\n"+strings.Join(lines[1:], "\n")+"\n"), 0o600)
+	if _, stderr, code = cli(t, "audit", "verify", edited, "--public-key", pubPath); code != 4 || !strings.Contains(stderr, "audit header of run "+runID+": signature: wrong: it does not verify with the public key") {
+		t.Fatalf("an edited signed header with the key: exit %d %s", code, stderr)
 	}
 
 	// Flag syntax: a reference, never a bare path; errors never quote a key.

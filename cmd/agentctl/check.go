@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +23,8 @@ once as file:line:col: field: message and exits 2 if there is any (3 when every 
 policy refusal, as for run and mcp). run performs the same check before it records anything.
 Warnings (file:line:col: warning: field: message; "warnings" in JSON) do not fail the check: a
 retry on an at_most_once or unknown action is one, since it covers only failures that prove
-nothing was sent.
+nothing was sent; a secret whose environment variable is empty or unset here is another (run
+would refuse to start: exit 2).
 
 With --remote, check also connects to each server the tasks use, under the file's own policy,
 and lists its tools (recorded as a run of mode check: agentctl inspect RUN shows it). It reports
@@ -40,9 +42,14 @@ reached ends it as it would end a run (exit 3 policy, 6 remote). No tool is call
 				}
 				return invalid(err)
 			}
-			warnings := viewDiagnostics(wf.Warnings())
+			ws := wf.Warnings()
+			if !remote { // --remote reports them as unset_secret findings
+				// The file is valid, but run would refuse it here (exit 2).
+				ws = append(ws, wf.UnsetSecrets(os.Getenv)...)
+			}
+			warnings := viewDiagnostics(ws)
 			if a.output == "human" {
-				for _, w := range wf.Warnings() {
+				for _, w := range ws {
 					fmt.Fprintf(a.stdout, "%s:%d:%d: warning: %s: %s\n", clean(w.File), w.Line, w.Col, w.Field, clean(w.Message))
 				}
 			}

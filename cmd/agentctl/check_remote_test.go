@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -200,7 +201,7 @@ func TestCLI_CheckRemote_CleanIsRecorded(t *testing.T) {
 		t.Fatalf("inspect: mode %q state %q sessions %d", ins.Data.Run.Mode, ins.Data.Run.State, len(ins.Data.ProtocolSessions))
 	}
 	out, _, code = cli(t, "runs", "list", "--db", db)
-	if code != 0 || !strings.Contains(out, id+"    check-demo           check   succeeded") {
+	if code != 0 || !regexp.MustCompile(`(?m)^[0-9a-f]{8} +check-demo +check +succeeded `).MatchString(out) {
 		t.Fatalf("runs list (exit %d):\n%s", code, out)
 	}
 	_, stderr, code = cli(t, "resume", id, "--db", db)

@@ -96,9 +96,13 @@ func (a *app) effectsReconcileCmd() *cobra.Command {
 		Short: "Record an operator's verdict on an uncertain call, so that the run can be resumed",
 		Long: `reconcile settles a call that ended uncertain (it may have executed and may not be sent again).
 After checking the server yourself, say what happened:
-  --status applied      the call executed; --result-file holds its result (the tool's
-                        structuredContent, validated against the tool's outputSchema), which the
-                        workflow then uses as the task's output
+  --status applied      the call executed; --result-file holds its result as the task's
+                        output would have been, which the workflow then uses: for a tool with an
+                        outputSchema, the structuredContent object (validated against it), e.g.
+                          {"orderId": 17, "status": "created"}
+                        for a text-only tool (no outputSchema), the content array, e.g.
+                          [{"type": "text", "text": "order 17 created"}]
+                        (templates then read tasks.ID.output[0].text)
   --status not-applied  the call did not execute; resume starts a new task attempt
                         (a new call identity and idempotency key)
 Then run "agentctl resume RUN_ID" once no call of the run is uncertain. A call that is not

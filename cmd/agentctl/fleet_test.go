@@ -412,7 +412,8 @@ func TestCLI_WorkerLeasesOnPostgres(t *testing.T) {
 			t.Fatalf("run %s after SIGTERM: lease owner %v, expiry %v, epoch %d; want released at epoch 1", id, owner, expires, epoch)
 		}
 	}
-	if states := runStates(t, dsn); states[ids[0]] != "running" || states[ids[1]] != "running" {
+	// Recorded running, leases released: shown interrupted until a worker takes them.
+	if states := runStates(t, dsn); states[ids[0]] != "interrupted" || states[ids[1]] != "interrupted" {
 		t.Fatalf("states after the stop: %v", states)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -66,8 +67,36 @@ var errNotRunning = errors.New("no process is writing it (killed?)")
 
 // follow prints runID's events as they commit, from the first, until the
 // run's last run.* event is run.finished; it ends early, with an error,
-// when the run stops growing and no process holds it.
+// when the run stops growing and no process holds it. For a human it
+// prints what run prints (progress.observe): tasks started and ended, each
+// call's state change from → to with its reason, progress, retries; then
+// the summary, the outputs and how the run ended. json and jsonl print
+// every event as it is.
 func (a *app) follow(ctx context.Context, db *events.DB, runID string) error {
+	show := a.printEvent
+	var end *projector.RunFinished
+	mode := "" // from run.created: no resume is suggested for a replay or a check
+	if a.output == "human" {
+		p := newProgress(a.stdout, a.color)
+		p.tty, p.from = false, true // plain lines, whatever stdout is
+		a.prog = p                  // execute ends it (summary) however the follow ends
+		show = func(e events.Event) error {
+			p.observe(e)
+			if e.Type == projector.TypeRunCreated {
+				var c projector.RunCreated
+				if e.Decode(&c) == nil {
+					mode = c.Mode
+				}
+			}
+			if e.Type == projector.TypeRunFinished {
+				end = &projector.RunFinished{}
+				if e.Decode(end) != nil {
+					end.State = "finished"
+				}
+			}
+			return nil
+		}
+	}
 	var after int64
 	finished := false
 	idleSince := time.Now()
@@ -84,12 +113,15 @@ func (a *app) follow(ctx context.Context, db *events.DB, runID string) error {
 			case projector.TypeRunCreated, projector.TypeRunResumed, "run.started":
 				finished = false
 			}
-			return a.printEvent(e)
+			return show(e)
 		})
 		if err != nil {
 			return err
 		}
 		if finished {
+			if end != nil {
+				return a.followEnd(ctx, db, runID, mode, end)
+			}
 			return nil
 		}
 		if n > 0 {
@@ -109,4 +141,30 @@ func (a *app) follow(ctx context.Context, db *events.DB, runID string) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// followEnd closes a human follow as run closes a run: the summary, the
+// outputs, the state, and the command that applies next.
+func (a *app) followEnd(ctx context.Context, db *events.DB, runID, mode string, end *projector.RunFinished) error {
+	a.prog.summary()
+	keys := make([]string, 0, len(end.Outputs))
+	for k := range end.Outputs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		writeField(a.stdout, "", k, end.Outputs[k])
+	}
+	fmt.Fprintf(a.stdout, "run %s %s\n", runID, clean(end.State))
+	if end.Error != "" {
+		writeField(a.stdout, "", "error", end.Error)
+	}
+	tasks, err := projector.Tasks(ctx, db, runID)
+	if err != nil {
+		return err
+	}
+	for _, c := range nextCommands(runID, mode, end.State, anyUncertain(tasks)) {
+		fmt.Fprintf(a.stdout, "next: %s\n", c)
+	}
+	return nil
 }

@@ -97,7 +97,11 @@ func TestCLI_InspectFollow(t *testing.T) {
 	}
 	// Each follower shows the first progress frame while the call is held.
 	for _, m := range modes {
-		early[m] = fs[m].until(t, `notifications/progress`)
+		want := `notifications/progress`
+		if m == "human" {
+			want = "progress 1/2 first"
+		}
+		early[m] = fs[m].until(t, want)
 	}
 	if n := srv.Stats().Calls["act"]; n != 1 {
 		t.Fatalf("act called %d times before the gate opened", n)
@@ -118,14 +122,15 @@ func TestCLI_InspectFollow(t *testing.T) {
 		}
 		out := strings.Join(rest, "\n")
 		switch m {
-		case "human":
-			if len(rest) != len(log) {
-				t.Fatalf("human: %d lines for %d events:\n%s", len(rest), len(log), out)
-			}
-			for i, e := range log {
-				if !strings.Contains(rest[i], e.Type) {
-					t.Fatalf("human line %d = %q, want event #%d %s", i, rest[i], e.Seq, e.Type)
+		case "human": // what run prints, not raw events (issue 33 item 6)
+			for _, want := range []string{"run " + ids[0] + " started", "▶ only  local/act (idempotent)", "progress 1/2 first",
+				"progress 2/2 second", ") dispatched → succeeded", "run " + ids[0] + " succeeded"} {
+				if !strings.Contains(out, want) {
+					t.Fatalf("human follow lacks %q:\n%s", want, out)
 				}
+			}
+			if strings.Contains(out, "call.transition") {
+				t.Fatalf("human follow prints raw events:\n%s", out)
 			}
 		default:
 			dec := json.NewDecoder(strings.NewReader(out))
@@ -166,7 +171,11 @@ func TestCLI_InspectFollowKilledRun(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "no process is writing it") || !strings.Contains(stderr, "agentctl resume "+runID) {
 		t.Fatalf("follow of a killed run: exit %d %s", code, stderr)
 	}
-	if n := len(logOf(t, db, runID)); strings.Count(out, "\n") != n {
-		t.Fatalf("follow printed %d lines for %d events:\n%s", strings.Count(out, "\n"), n, out)
+	if !strings.Contains(out, "run "+runID+" started\n▶ only  local/act (idempotent)\n") {
+		t.Fatalf("follow printed:\n%s", out)
+	}
+	out, _, code = cli(t, "inspect", runID, "--follow", "--db", db, "--output", "jsonl")
+	if n := len(logOf(t, db, runID)); code != 2 || strings.Count(out, "\n") != n {
+		t.Fatalf("jsonl follow: exit %d, %d lines for %d events:\n%s", code, strings.Count(out, "\n"), n, out)
 	}
 }

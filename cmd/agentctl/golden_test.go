@@ -98,7 +98,7 @@ func (n *normalizer) name(v, kind string) string {
 func (n *normalizer) walk(key string, v any) any {
 	switch x := v.(type) {
 	case string:
-		if key == "go" || key == "commit" || key == "progressToken" || key == "version" && strings.Contains(x, ".") {
+		if key == "go" || key == "commit" || key == "progressToken" || key == "shortId" || key == "version" && strings.Contains(x, ".") {
 			return "<" + strings.ToUpper(key) + ">"
 		}
 		return n.str(x)

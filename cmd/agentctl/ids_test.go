@@ -31,8 +31,8 @@ func shortestUnique(t *testing.T, id string, others ...string) string {
 	return ""
 }
 
-// TestCLI_RunIDFirstAndPrefixes: run names its id on stderr before
-// anything else; every command that takes a run id takes a unique prefix
+// TestCLI_RunIDFirstAndPrefixes: run names its id (short form, then in
+// full) on stderr before anything else; every command that takes a run id takes a unique prefix
 // (with or without "run-") and "last"; an ambiguous prefix lists the
 // matches and an unknown one names itself, both exit 2.
 func TestCLI_RunIDFirstAndPrefixes(t *testing.T) {
@@ -46,7 +46,7 @@ func TestCLI_RunIDFirstAndPrefixes(t *testing.T) {
 			t.Fatalf("run exit %d: %s", code, stderr)
 		}
 		first, _, _ := strings.Cut(stderr, "\n")
-		m := regexp.MustCompile(`^run (run-[0-9a-f-]{36}) started$`).FindStringSubmatch(first)
+		m := regexp.MustCompile(`^run [0-9a-f]{8,} started \((run-[0-9a-f-]{36})\)$`).FindStringSubmatch(first)
 		if m == nil {
 			t.Fatalf("stderr does not start with the run id:\n%s", stderr)
 		}
@@ -114,8 +114,11 @@ func TestCLI_RunIDFirstAndPrefixes(t *testing.T) {
 	if !strings.HasPrefix(rp, "replay-") {
 		t.Errorf("replay %s = %s", short, rp)
 	}
-	if got := runID("inspect", "last"); got != rp {
-		t.Errorf("inspect last after replay = %s, want the replay %s", got, rp)
+	if got := runID("inspect", "last"); got != last {
+		t.Errorf("inspect last after replay = %s, want the last workflow run %s", got, last)
+	}
+	if got := runID("inspect", "last-replay"); got != rp {
+		t.Errorf("inspect last-replay = %s, want the replay %s", got, rp)
 	}
 	// A replay's id takes a prefix of its uuid too.
 	if got := runID("inspect", strings.TrimPrefix(rp, "replay-")); got != rp {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,15 +11,14 @@ import (
 	"github.com/agentctl/agentctl/projector"
 )
 
-// autoVerifyBelow: inspect --output json verifies the chain of runs with
-// fewer events than this without being asked (a recompute of ~100k hashes
-// stays well under a second).
+// autoVerifyBelow: inspect verifies the chain of runs with fewer events
+// than this without being asked, in every output (a recompute of ~100k
+// hashes stays well under a second); --verify adds the projection check.
 const autoVerifyBelow = 100_000
 
 // inspected is the inspect document with what was verified: chainVerified
-// is null when the chain was not checked (human output without --verify,
-// or a run of 100k events or more), projectionVerified null without
-// --verify.
+// is null when the chain was not checked (a run of 100k events or more
+// without --verify), projectionVerified null without --verify.
 type inspected struct {
 	*projector.Document
 	ChainVerified      *bool                `json:"chainVerified"`
@@ -36,10 +34,13 @@ func (a *app) inspectCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect RUN",
 		Short: "Show a run: tasks, protocol sessions, calls and stream events, from the log",
-		Long: `Shows a run from its projection rows and its log. --verify recomputes the run's hash chain
-(chainVerified) and recomputes every projection row it prints from the log, in a transaction
-that is rolled back (projectionVerified); --output json verifies the chain of runs under 100,000
-events without being asked. A broken chain or a projection that differs from the log is printed,
+		Long: `Shows a run from its projection rows and its log: its outputs, tasks with their durations,
+one row per protocol session, and each call with its frames at times relative to the run's
+start. The run's hash chain is recomputed (chainVerified) for runs under 100,000 events, in
+every output; --verify recomputes it whatever the size and also recomputes every projection row
+it prints from the log, in a transaction that is rolled back (projectionVerified). A run
+recorded running that no process writes any more (killed: its lock is free, or its lease
+expired) is shown interrupted, with the command that carries it on. A broken chain or a projection that differs from the log is printed,
 then reported as a storage error (exit 5) naming the first bad seq or the table.`,
 		Example: `  agentctl inspect run-0190c3f2-...
   agentctl inspect run-0190c3f2-... --verify
@@ -63,9 +64,12 @@ then reported as a storage error (exit 5) naming the first bad seq or the table.
 				if err != nil {
 					return err
 				}
+				if doc.Run.State, err = liveState(ctx, db, id, doc.Run.State); err != nil {
+					return err
+				}
 				out := inspected{Document: doc}
 				var problem error
-				if verify || (a.output != "human" && doc.Run.Events < autoVerifyBelow) {
+				if verify || doc.Run.Events < autoVerifyBelow {
 					rc, err := db.VerifyRunChain(ctx, id)
 					var ce *events.ChainError
 					switch {
@@ -97,11 +101,14 @@ then reported as a storage error (exit 5) naming the first bad seq or the table.
 				}
 				printInspect(a.stdout, doc)
 				printVerified(a.stdout, out)
+				for _, c := range nextCommands(id, doc.Run.Mode, doc.Run.State, uncertainCalls(doc.ProtocolCalls)) {
+					fmt.Fprintf(a.stdout, "next: %s\n", c)
+				}
 				return problem
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&verify, "verify", false, "recompute the run's hash chain and every projection row shown from the log")
+	cmd.Flags().BoolVar(&verify, "verify", false, "also recompute every projection row shown from the log (and the chain of a run of 100,000 events or more)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "print the run's events as they commit, until it ends (one line each; an Event envelope each in json and jsonl)")
 	html.add(cmd)
 	return cmd
@@ -113,7 +120,7 @@ func boolPtr(b bool) *bool { return &b }
 func printVerified(w io.Writer, v inspected) {
 	switch {
 	case v.ChainVerified == nil:
-		fmt.Fprintln(w, "\nchain     not verified (pass --verify)")
+		fmt.Fprintf(w, "\nchain     not verified (%d events or more: pass --verify)\n", autoVerifyBelow)
 	case *v.ChainVerified:
 		fmt.Fprintf(w, "\nchain     verified (%s)\n", v.ChainVersion)
 	default:
@@ -126,58 +133,6 @@ func printVerified(w io.Writer, v inspected) {
 	default:
 		for _, m := range v.ProjectionMismatch {
 			fmt.Fprintf(w, "projection DIFFERS from the log: %s\n", clean(m.String()))
-		}
-	}
-}
-
-// printInspect writes the human summary and per-call timeline.
-func printInspect(w io.Writer, d *projector.Document) {
-	r := d.Run
-	fmt.Fprintf(w, "run       %s\nworkflow  %s (%s)\nstate     %s\nstarted   %s\n", r.RunID, clean(r.Workflow), r.Mode, r.State, r.StartedAt)
-	if r.FinishedAt != nil {
-		fmt.Fprintf(w, "finished  %s\n", *r.FinishedAt)
-	}
-	if r.Error != nil {
-		fmt.Fprintf(w, "error     %s\n", clean(*r.Error))
-	}
-	fmt.Fprintf(w, "events    %d   calls %d   sessions %d\n", r.Events, r.Calls, countSessions(d.ProtocolSessions))
-	fmt.Fprintln(w, "\ntasks")
-	tasks := table{}
-	for _, t := range d.Tasks {
-		tasks.add("", clean(t.TaskID), fmt.Sprintf("attempt %d", t.Attempt), t.State, deref(t.Server)+"/"+deref(t.Tool))
-	}
-	tasks.write(w, "  ")
-	fmt.Fprintln(w, "\nsessions")
-	sessions := table{}
-	for _, s := range d.ProtocolSessions {
-		sessions.add("", clean(s.Remote), fmt.Sprintf("gen %d", s.Generation), s.Status, "task "+clean(s.TaskID), deref(s.ProtocolVersion))
-	}
-	sessions.write(w, "  ")
-	fmt.Fprintln(w, "\ncalls")
-	calls := table{}
-	for _, c := range d.ProtocolCalls {
-		var notes []string
-		if c.Error != nil {
-			notes = append(notes, "  error: "+clean(*c.Error))
-		}
-		from := ""
-		for _, e := range d.StreamEvents {
-			if e.EffectID != nil && *e.EffectID == c.EffectID {
-				if e.SourceRunID != nil && *e.SourceRunID != from {
-					from = *e.SourceRunID
-					notes = append(notes, fmt.Sprintf("  frames recorded by %s (seq and time are that run's)", from))
-				}
-				notes = append(notes, fmt.Sprintf("  %s  #%d %-18s %s %s", e.At, e.Seq, e.Type, e.Dir, deref(e.Method)))
-			}
-		}
-		calls.add(strings.Join(notes, "\n"), c.EffectID[:12], clean(c.TaskID), clean(c.Server)+"/"+clean(c.Tool), c.Idempotency,
-			fmt.Sprintf("gen %d", c.Generation), c.Status, fmt.Sprintf("reconnects %d", c.Redispatches))
-	}
-	calls.write(w, "  ")
-	if len(d.Effects) > 0 {
-		fmt.Fprintln(w, "\nreconciliations")
-		for _, e := range d.Effects {
-			fmt.Fprintf(w, "  %s  %s  %s\n", e.EffectID[:12], e.Status, clean(e.Reason))
 		}
 	}
 }

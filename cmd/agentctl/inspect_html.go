@@ -43,6 +43,12 @@ func (a *app) inspectHTML(ctx context.Context, runID string, h htmlFlags) error 
 		if err != nil {
 			return err
 		}
+		if st, err := liveState(ctx, db, runID, r.Doc.Run.State); err != nil {
+			return err
+		} else if st != r.Doc.Run.State { // interrupted: no process writes it any more
+			run := *r.Doc.Run
+			run.State, r.Doc.Run = st, &run
+		}
 		return a.writeReport(r, h.out)
 	})
 }

@@ -34,11 +34,12 @@ func inspectJSON(t *testing.T, args ...string) (inspectVerified, string, int) {
 	return v, stderr, code
 }
 
-// TestCLI_InspectVerifies (issue 13 item 7): inspect shows chainVerified
-// (always for --output json under 100k events, on request with --verify);
-// one changed payload byte (triggers dropped) is reported with its seq and
-// exit 5; an edited projection row (no trigger guards runs) is found by
-// --verify recomputing the rows from the log.
+// TestCLI_InspectVerifies (issue 13 item 7, issue 33 item 5): inspect
+// shows chainVerified (always under 100k events, in human output as in
+// json; else on request with --verify); one changed payload byte
+// (triggers dropped) is reported with its seq and exit 5; an edited
+// projection row (no trigger guards runs) is found by --verify
+// recomputing the rows from the log.
 func TestCLI_InspectVerifies(t *testing.T) {
 	srv := mcptest.Start(t, mcptest.Options{}, chattyTool())
 	db := filepath.Join(t.TempDir(), "a.db")
@@ -57,7 +58,8 @@ func TestCLI_InspectVerifies(t *testing.T) {
 		t.Fatalf("inspect --verify: exit %d %s %+v", code, stderr, v.Data)
 	}
 	human, _, code := cli(t, "inspect", runID, "--db", db)
-	if code != 0 || !strings.Contains(human, "chain     not verified (pass --verify)") {
+	// Human output verifies the chain by default too (issue 33); --verify adds the projection.
+	if code != 0 || !strings.Contains(human, "chain     verified (v2)") || strings.Contains(human, "projection") {
 		t.Fatalf("human inspect: exit %d\n%s", code, human)
 	}
 	human, _, code = cli(t, "inspect", runID, "--db", db, "--verify")
@@ -108,6 +110,9 @@ func TestCLI_InspectVerifies(t *testing.T) {
 	}
 	if human, _, code = cli(t, "inspect", runID, "--db", db, "--verify"); code != 5 || !strings.Contains(human, "chain     BROKEN at "+want) {
 		t.Fatalf("human, tampered payload: exit %d\n%s", code, human)
+	}
+	if human, _, code = cli(t, "inspect", runID, "--db", db); code != 5 || !strings.Contains(human, "chain     BROKEN at "+want) {
+		t.Fatalf("human without --verify, tampered payload: exit %d\n%s", code, human)
 	}
 }
 

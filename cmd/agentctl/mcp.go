@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -24,14 +25,14 @@ import (
 // adhoc holds the flags shared by `mcp tools` and `mcp call`.
 type adhoc struct {
 	headers      []string
-	timeout      int
+	timeout      time.Duration
 	allowPrivate bool
 	protocol     string
 }
 
 func (f *adhoc) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.headers, "header", nil, "request header as NAME=env:VAR, NAME=file:PATH or NAME=VALUE (a literal: visible in the process list, redacted in the log; at least 8 bytes); repeatable")
-	cmd.Flags().IntVar(&f.timeout, "timeout", 60, "inactivity timeout in seconds")
+	durationVar(cmd, false, &f.timeout, "timeout", 60*time.Second, "inactivity timeout, restarted by every frame; whole seconds, at least 1")
 	cmd.Flags().BoolVar(&f.allowPrivate, "allow-private", false, "allow loopback and private addresses (needed for 127.0.0.1)")
 	cmd.Flags().StringVar(&f.protocol, "protocol", "", "MCP revision to speak: 2025-11-25 (default), 2026-07-28 (stateless), or auto (server/discover, falling back to initialize)")
 }
@@ -113,12 +114,16 @@ func splitDash(cmd *cobra.Command, args []string, want int) ([]string, target, e
 // commandAllowlist.
 func (f *adhoc) workflowForTarget(stderr io.Writer, to target, tool, idempotency string, args map[string]any) (*spec.Workflow, error) {
 	w := spec.Workflow{APIVersion: spec.APIVersion, Kind: "Workflow", Metadata: spec.Metadata{Name: "adhoc-" + toolOrList(tool)}}
-	server := spec.ServerSpec{URL: to.url, TimeoutSeconds: f.timeout, ProtocolVersion: f.protocol}
+	if f.timeout < time.Second {
+		return nil, usageErr("--timeout %s: want at least 1s", f.timeout)
+	}
+	secs := int((f.timeout + time.Second - 1) / time.Second) // whole seconds, rounded up
+	server := spec.ServerSpec{URL: to.url, TimeoutSeconds: secs, ProtocolVersion: f.protocol}
 	if len(to.command) > 0 {
 		if len(f.headers) > 0 || f.allowPrivate {
 			return nil, usageErr("--header and --allow-private apply to a URL, not to a stdio server")
 		}
-		server = spec.ServerSpec{Command: to.command, TimeoutSeconds: f.timeout, ProtocolVersion: f.protocol}
+		server = spec.ServerSpec{Command: to.command, TimeoutSeconds: secs, ProtocolVersion: f.protocol}
 		w.Spec.Policy = spec.PolicySpec{CommandAllowlist: []string{to.command[0]}}
 	} else {
 		u, err := url.Parse(to.url)
@@ -157,10 +162,7 @@ func (f *adhoc) workflowForTarget(stderr io.Writer, to target, tool, idempotency
 	}
 	wf, err := spec.Build("adhoc.json", w)
 	if err != nil {
-		if !f.allowPrivate && strings.Contains(err.Error(), "allowPrivate") {
-			err = fmt.Errorf("%w\n(ad hoc: pass --allow-private to allow loopback and private addresses)", err)
-		}
-		return nil, invalid(err)
+		return nil, invalid(adhocErr(err, to))
 	}
 	return wf, nil
 }
@@ -215,9 +217,9 @@ func (a *app) mcpToolsCmd() *cobra.Command {
 					return a.printJSON(a.stdout, "ToolList", true, map[string]any{"runId": res.RunID, "tools": viewTools(cat.Tools), "warnings": append([]string{}, cat.Warnings...)})
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tTITLE\tINPUT\tOUTPUT\tHINTS (untrusted)\tDESCRIPTION")
+				fmt.Fprintln(tw, "NAME\tTITLE\tINPUT\tOUTPUT\tTASKS\tHINTS (untrusted)\tDESCRIPTION")
 				for _, t := range cat.Tools {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(t.Name), truncate(clean(t.Title), 24), schemaSummary(t.InputSchema), schemaSummary(t.OutputSchema), hints(t.Annotations), truncate(clean(t.Description), 60))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(t.Name), truncate(clean(t.Title), 24), schemaSummary(t.InputSchema), schemaSummary(t.OutputSchema), taskSupport(t.Execution), hints(t.Annotations), truncate(clean(t.Description), 60))
 				}
 				_ = tw.Flush()
 				for _, w := range cat.Warnings {

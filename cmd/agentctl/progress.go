@@ -42,6 +42,11 @@ type progress struct {
 	mcpTasks map[string]string // effect id → its MCP task's id digest
 
 	summarized bool
+	// shortID gives a run's short form for its first line; nil: none.
+	shortID func(runID string) string
+	// from adds the state a call leaves to each of its lines (inspect
+	// --follow: "dispatched → succeeded").
+	from bool
 }
 
 // row is one task attempt as shown live and in the summary.
@@ -103,7 +108,14 @@ func (p *progress) observe(e events.Event) {
 	at, _ := time.Parse(time.RFC3339Nano, e.CreatedAt)
 	switch e.Type {
 	case projector.TypeRunCreated:
-		// The id first, so that a run killed before its end can be found.
+		// The id first, so that a run killed before its end can be found:
+		// its short form (what to type), then the full id.
+		if p.shortID != nil {
+			if s := p.shortID(e.RunID); s != e.RunID {
+				p.line("run %s started (%s)", clean(s), clean(e.RunID))
+				return
+			}
+		}
 		p.line("run %s started", clean(e.RunID))
 	case projector.TypeRunResumed:
 		p.line("run %s resumed", clean(e.RunID))
@@ -161,7 +173,11 @@ func (p *progress) observe(e events.Event) {
 		if r != nil {
 			task = " (" + clean(r.task) + ")"
 		}
-		p.line("  call %s%s → %s%s", short(t.EffectID), task, p.paint(t.To), reason)
+		from := ""
+		if p.from && t.From != "" {
+			from = " " + clean(t.From)
+		}
+		p.line("  call %s%s%s → %s%s", short(t.EffectID), task, from, p.paint(t.To), reason)
 	case projector.TypeCallTaskAccepted, projector.TypeCallTaskStatus:
 		p.taskStatus(e)
 	case projector.FramePrefix + "notification":
@@ -433,6 +449,23 @@ func humanValue(v any) string {
 		return fmt.Sprint(v)
 	}
 	return clean(string(b))
+}
+
+// writeField prints "name: value" for a human: a one-line value after the
+// name, a string of several lines (LF or CRLF) under it, each line
+// indented by indent+"  " and sanitised on its own (tabs kept), so that a
+// newline in an output is a line break, never a U+FFFD.
+func writeField(w io.Writer, indent, name string, v any) {
+	s, ok := v.(string)
+	if !ok || !strings.Contains(s, "\n") {
+		fmt.Fprintf(w, "%s%s: %s\n", indent, clean(name), humanValue(v))
+		return
+	}
+	fmt.Fprintf(w, "%s%s:\n", indent, clean(name))
+	s = strings.TrimSuffix(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
+	for _, l := range strings.Split(s, "\n") {
+		fmt.Fprintf(w, "%s  %s\n", indent, termtext.Block(l))
+	}
 }
 
 // taskStatus shows an MCP task's acceptance and each status change:

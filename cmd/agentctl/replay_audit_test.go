@@ -152,7 +152,7 @@ func testReplayAuditRunsEncryption(t *testing.T, db string) {
 		t.Fatalf("inspect without key: exit %d %s\n%s", code, stderr, out)
 	}
 	encFile := filepath.Join(dir, "enc.jsonl")
-	if _, stderr, code = cli(t, "audit", "export", encID, "--db", db, "--file", encFile); code != 0 {
+	if _, stderr, code = cli(t, "audit", "export", encID, "--db", db, "-o", encFile); code != 0 {
 		t.Fatalf("export without key exit %d: %s", code, stderr)
 	}
 	if _, stderr, code = cli(t, "audit", "verify", encFile); code != 0 {

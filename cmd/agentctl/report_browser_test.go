@@ -133,8 +133,10 @@ func TestReportInBrowserControl(t *testing.T) {
 }
 
 // TestReportInBrowser renders the report of the demo run (go-sdk server),
-// of a run with several tasks, a redispatch and an uncertain call, and of
-// one whose tasks ran concurrently with a redispatch and an uncertain call
+// of a run with several tasks, a redispatch and an uncertain call, of
+// one whose tasks ran concurrently with a redispatch and an uncertain call,
+// and of one whose parallel tasks took milliseconds before a second-long
+// retry wait (drawn side by side, wide enough to see, the wait shortened)
 // in headless Chromium: the DOM after rendering has one lane per task and
 // its bars in time order (the concurrent run's bars overlapping), the
 // browser requested no URL but the page itself, and logged no console
@@ -156,6 +158,8 @@ func TestReportInBrowser(t *testing.T) {
 	mixedDB, mixedID := mixedRun(t)
 	concDB := filepath.Join(t.TempDir(), "concurrent.db")
 	concID := concurrentRun(t, concDB, nil)
+	shortDB := filepath.Join(t.TempDir(), "parallel.db")
+	shortID := shortParallelRun(t, shortDB)
 
 	for _, c := range []struct {
 		name, db, runID string
@@ -165,6 +169,8 @@ func TestReportInBrowser(t *testing.T) {
 		{"demo", demoDB, demoID, []string{"find", "fetch", "summarize"}, false},
 		{"mixed", mixedDB, mixedID, []string{"prep", "flaky", "risky"}, false},
 		{"concurrent", concDB, concID, []string{"prep", "flaky", "risky"}, true},
+		// Tasks of a few milliseconds side by side, then a second-long retry wait.
+		{"parallel", shortDB, shortID, []string{"a", "b", "c", "later"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			page := filepath.Join(dir, c.name+".html")
@@ -173,10 +179,15 @@ func TestReportInBrowser(t *testing.T) {
 			}
 			fileURL := "file://" + page
 			dom, stderr, netlog := chromium(t, bin, dir, c.name+"-dom", "--dump-dom", fileURL)
-			checkLanes(t, dom, c.lanes, !c.overlap)
+			checkLanes(t, dom, c.lanes, !c.overlap && c.name != "parallel")
 			if c.overlap {
 				_, bars := laneBars(t, dom)
 				checkOverlap(t, bars, c.lanes[0], c.lanes[1:]...)
+			}
+			if c.name == "parallel" { // as the browser rendered it
+				_, bars := laneBars(t, dom)
+				checkOverlap(t, bars, "a", "b", "c")
+				checkSideBySide(t, dom)
 			}
 			checkQuiet(t, stderr, netlog)
 

@@ -47,6 +47,9 @@ type exitError struct {
 	code  int
 	runID string
 	err   error
+	// next are the commands that apply to the run now (human output
+	// prints them last, one a line).
+	next []string
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -86,6 +89,12 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	code, runID := classify(ctx, err)
 	a.printError(err, code, runID)
+	var ee *exitError
+	if a.output == "human" && errors.As(err, &ee) {
+		for _, c := range ee.next {
+			fmt.Fprintf(stderr, "next: %s\n", c)
+		}
+	}
 	return code
 }
 
@@ -97,8 +106,11 @@ func (a *app) rootCmd() *cobra.Command {
 Streamable HTTP) and appends every protocol step to a SQLite event log. The log is the only
 source of truth: inspect, replay and audit read it and never touch the network.
 
-Wherever a run id is taken, any unique prefix of it will do (with or without "run-"), and
-"last" names the most recent run; a call (effect) id takes any unique prefix too.`,
+Wherever a run id is taken, its short form will do (the last 8 or more digits that human
+output prints: runs list, run's first line), as will any unique prefix of it (with or without
+"run-"); "last" names the most recent workflow run (not a check, an ad hoc call or a replay),
+and last-check, last-adhoc, last-replay the most recent run of that mode. An ambiguous id is
+refused, listing the runs it matches. A call (effect) id takes any unique prefix too.`,
 		Example: `  agentctl demo
   agentctl run examples/lookup.yaml --input query=mcp
   agentctl inspect run-0190... --output json`,
@@ -115,7 +127,7 @@ Wherever a run id is taken, any unique prefix of it will do (with or without "ru
 	root.PersistentFlags().StringVar(&a.dbPath, "db", "", "database: a SQLite file, or a postgres:// URL (password from the URL, PGPASSWORD or ~/.pgpass) (default $AGENTCTL_DB or "+defaultDB+")")
 	root.PersistentFlags().StringVar(&a.output, "output", "human", "output format: human, json or jsonl")
 	root.PersistentFlags().StringVar(&a.durability, "durability", "full", "commit durability: full (fsync every step) or normal")
-	root.PersistentFlags().DurationVar(&a.busyTimeout, "busy-timeout", events.DefaultBusyTimeout, "how long to wait for another process's write lock")
+	durationVar(root, true, &a.busyTimeout, "busy-timeout", events.DefaultBusyTimeout, "how long to wait for another process's write lock")
 	root.PersistentFlags().StringVar(&a.color, "color", "auto", "colour on terminals: auto, always or never (NO_COLOR is respected)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: workflow.ExitInvalid, err: err}

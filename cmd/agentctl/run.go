@@ -124,6 +124,13 @@ func (a *app) runner(db *events.DB) *workflow.Runner {
 		}
 	case "human":
 		a.prog = newProgress(a.stderr, a.color)
+		a.prog.shortID = func(id string) string {
+			s, err := projector.ShortRunID(context.Background(), db, id)
+			if err != nil {
+				return id // the full id still names it
+			}
+			return s
+		}
 		r.Observe = a.prog.observe
 	}
 	if testHooks.runner != nil {
@@ -169,7 +176,7 @@ func (a *app) printResult(ctx context.Context, db *events.DB, res *workflow.Resu
 		msg, class := res.Err.Error(), errorClass(res.Err, res.ExitCode)
 		data.Error, data.ErrorClass = &msg, &class
 	}
-	if a.output != "human" {
+	if a.output != "human" || res.Err != nil {
 		// The run is over and recorded: a cancelled command (Ctrl-C, a
 		// closed stdout) still reports it.
 		tasks, err := projector.Tasks(context.WithoutCancel(ctx), db, res.RunID)
@@ -185,7 +192,7 @@ func (a *app) printResult(ctx context.Context, db *events.DB, res *workflow.Resu
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(a.stdout, "%s: %s\n", clean(k), humanValue(res.Outputs[k]))
+			writeField(a.stdout, "", k, res.Outputs[k])
 		}
 		if a.prog != nil {
 			a.prog.summary()
@@ -200,7 +207,11 @@ func (a *app) printResult(ctx context.Context, db *events.DB, res *workflow.Resu
 		return err
 	}
 	if res.Err != nil {
-		return &exitError{code: res.ExitCode, runID: res.RunID, err: res.Err}
+		next := nextCommands(res.RunID, "", res.State, anyUncertain(data.Tasks))
+		if res.ExitCode == workflow.ExitStorage {
+			next = []string{"agentctl resume " + res.RunID}
+		}
+		return &exitError{code: res.ExitCode, runID: res.RunID, err: res.Err, next: next}
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ SQLite only.`,
 				}
 				o.Before = t
 			}
-			if err := checkState("--state", o.State); err != nil {
+			if err := checkState("--state", o.State, knownRunStates); err != nil {
 				return err
 			}
 			ctx := cmd.Context()

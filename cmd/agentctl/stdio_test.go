@@ -311,7 +311,7 @@ func TestStdio_AdHoc(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"hi"`) {
 		t.Fatalf("mcp call: exit %d\n%s\n%s", code, out, stderr)
 	}
-	if v := inspectStdio(t, db, "last"); len(v.Data.ProtocolSessions) != 1 || v.Data.ProtocolSessions[0].Transport != "stdio" {
+	if v := inspectStdio(t, db, "last-adhoc"); len(v.Data.ProtocolSessions) != 1 || v.Data.ProtocolSessions[0].Transport != "stdio" {
 		t.Errorf("ad hoc call sessions: %+v", v.Data.ProtocolSessions)
 	}
 	_, stderr, code = cli(t, "mcp", "tools", "--db", db, "--", "agentctl-no-such-program")

@@ -65,3 +65,43 @@ spec:
 		t.Fatal("a run was recorded")
 	}
 }
+
+// TestCLI_CheckWarnsUnsetSecret: offline check of a valid file whose
+// header secret's variable is unset warns, naming env:NAME and where the
+// reference is (human and json), and still exits 0; with the variable set
+// there is no warning.
+func TestCLI_CheckWarnsUnsetSecret(t *testing.T) {
+	const name = "AGENTCTL_TEST_CHECK_TOKEN"
+	t.Setenv(name, "")
+	wf := filepath.Join(t.TempDir(), "wf.yaml")
+	src := fmt.Sprintf(`apiVersion: agentctl.dev/v1alpha1
+kind: Workflow
+metadata: {name: secret}
+spec:
+  policy:
+    environmentAllowlist: [%s]
+  mcpServers:
+    s:
+      url: https://mcp.example.com/mcp
+      headers:
+        authorization: {env: %s}
+  actions: {a: {kind: mcp.call, idempotency: pure}}
+  tasks:
+    - {id: t, uses: action:a, with: {server: s, tool: echo}}
+`, name, name)
+	if err := os.WriteFile(wf, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := cli(t, "check", wf)
+	if code != 0 || !strings.Contains(out, wf+":11:") || !strings.Contains(out, "warning: ") || !strings.Contains(out, "env:"+name) {
+		t.Fatalf("check with %s unset: exit %d\n%s%s", name, code, out, stderr)
+	}
+	out, _, code = cli(t, "check", wf, "--output", "json")
+	if code != 0 || !strings.Contains(out, `"warnings": [`) || !strings.Contains(out, "env:"+name) {
+		t.Fatalf("json check with %s unset: exit %d\n%s", name, code, out)
+	}
+	t.Setenv(name, "a-token-value")
+	if out, _, code = cli(t, "check", wf); code != 0 || strings.Contains(out, "warning") {
+		t.Fatalf("check with %s set: exit %d\n%s", name, code, out)
+	}
+}

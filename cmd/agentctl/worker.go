@@ -152,9 +152,9 @@ Leases of runs that stopped are released, so another worker resumes them at once
 	}
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "runs executed at once")
 	cmd.Flags().BoolVar(&drain, "drain", false, "exit 0 once no queued or orphaned run is left")
-	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "after SIGTERM/SIGINT, how long runs in flight may take to reach their next task")
-	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "PostgreSQL: how long a run's lease lasts without a heartbeat (renewed every third of it)")
-	cmd.Flags().DurationVar(&poll, "poll", 200*time.Millisecond, "how often to look for new runs")
+	durationVar(cmd, false, &grace, "grace", 30*time.Second, "after SIGTERM/SIGINT, how long runs in flight may take to reach their next task")
+	durationVar(cmd, false, &lease, "lease", 30*time.Second, "PostgreSQL: how long a run's lease lasts without a heartbeat (renewed every third of it)")
+	durationVar(cmd, false, &poll, "poll", 200*time.Millisecond, "how often to look for new runs")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address (e.g. 127.0.0.1:9464; a bare :PORT binds 127.0.0.1, any other host is used with a warning when it is not loopback); empty: none")
 	return cmd
 }

@@ -21,7 +21,8 @@ const (
 	callH   = 8.0
 	markY   = 14.0 // marker centre within a lane
 	bandY   = 9.0  // aggregated marks (progress, polls) within a lane
-	minBarW = 2.0
+	minBarW = 6.0  // an attempt of a few microseconds is still a bar, not a dot
+	minCall = 3.0  // the same for a call's stripe and an aggregated mark
 )
 
 // svgTimeline is the drawn timeline: every coordinate computed here, so the
@@ -32,6 +33,7 @@ type svgTimeline struct {
 	PlotRight     float64
 	AxisY         float64
 	Ticks         []svgTick
+	Gaps          []svgGap // idle stretches drawn shortened (axis.go)
 	Lanes         []svgLane
 	RunMarks      []svgRunMark
 }
@@ -92,22 +94,11 @@ type svgRunMark struct {
 
 // layout computes the timeline drawing of r.
 func layout(r *Report) svgTimeline {
-	span := r.End.Sub(r.Start)
-	if span < time.Millisecond {
-		span = time.Millisecond
-	}
-	x := func(t time.Time) float64 {
-		if t.IsZero() {
-			t = r.Start
-		}
-		return round1(labelW + float64(t.Sub(r.Start))/float64(span)*plotW)
-	}
+	ax := newAxis(r)
+	x := ax.x
 	tl := svgTimeline{Width: labelW + plotW + rightW, PlotLeft: labelW, PlotRight: labelW + plotW, AxisY: axisH - 8,
 		Height: axisH + float64(max(len(r.Lanes), 1))*laneH + 8}
-	step := tickStep(span, 8)
-	for d := time.Duration(0); d <= span; d += step {
-		tl.Ticks = append(tl.Ticks, svgTick{X: x(r.Start.Add(d)), Label: tickLabel(d, step)})
-	}
+	tl.Ticks, tl.Gaps = ax.ticks(8), ax.gaps()
 	for i, l := range r.Lanes {
 		y := axisH + float64(i)*laneH
 		sl := svgLane{TaskID: l.TaskID, Label: shorten(l.TaskID, 24), Y: y, TextY: y + laneH/2 + 4, Odd: i%2 == 1}
@@ -123,7 +114,7 @@ func layout(r *Report) svgTimeline {
 				Attempt: a.Attempt, StartUS: a.Start.Sub(r.Start).Microseconds(), EndUS: a.End.Sub(r.Start).Microseconds(), Title: title})
 			for _, c := range a.Calls {
 				cx0, cx1 := x(c.Start), x(c.End)
-				sl.Calls = append(sl.Calls, svgCall{X: cx0, Y: y + callY, W: max(cx1-cx0, minBarW), H: callH, State: stateClass(c.Status),
+				sl.Calls = append(sl.Calls, svgCall{X: cx0, Y: y + callY, W: max(cx1-cx0, minCall), H: callH, State: stateClass(c.Status),
 					Title: fmt.Sprintf("call %s %s/%s (%s): %s, %s", short(c.EffectID), c.Server, c.Tool, c.Idempotency, c.Status, Dur(c.End.Sub(c.Start)))})
 				sl.Marks = append(sl.Marks, callMarks(r, c, y, x)...)
 			}
@@ -178,7 +169,7 @@ func callMarks(r *Report, c *Call, laneY float64, x func(time.Time) float64) []s
 		}
 		if aggregated(kind) {
 			x0, x1 := x(m.First), x(m.Last)
-			out = append(out, svgMark{Kind: kind, Shape: "band", X: x0, X2: max(x1, x0+minBarW), Y: laneY + bandY, Y2: laneY + bandY,
+			out = append(out, svgMark{Kind: kind, Shape: "band", X: x0, X2: max(x1, x0+minCall), Y: laneY + bandY, Y2: laneY + bandY,
 				Title: fmt.Sprintf("%s ×%d, %s to %s (call %s)", markNames[kind], m.Count, Offset(r.Start, m.First), Offset(r.Start, m.Last), short(c.EffectID))})
 			continue
 		}
@@ -194,9 +185,13 @@ func callMarks(r *Report, c *Call, laneY float64, x func(time.Time) float64) []s
 				sm.Shape, sm.Points = "poly", pts(px-4, cy-5, px+4, cy, px-4, cy+5)
 			case MarkResumed:
 				sm.Shape, sm.Points = "poly", pts(px, cy-5, px+4, cy, px, cy+5, px-4, cy)
-			case MarkLost, MarkError:
+			case MarkError: // a cross
 				sm.Shape = "cross"
 				sm.Points = "M" + pts(px-4, cy-4) + "L" + pts(px+4, cy+4) + "M" + pts(px-4, cy+4) + "L" + pts(px+4, cy-4)
+			case MarkLost: // a broken link: two hooks apart, unlike the error's cross
+				sm.Shape = "cross"
+				sm.Points = "M" + pts(px-5, cy-3) + "L" + pts(px-2, cy-3) + "L" + pts(px-2, cy+3) + "L" + pts(px-5, cy+3) +
+					"M" + pts(px+5, cy-3) + "L" + pts(px+2, cy-3) + "L" + pts(px+2, cy+3) + "L" + pts(px+5, cy+3)
 			default:
 				sm.Shape = "circle"
 			}

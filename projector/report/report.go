@@ -119,6 +119,12 @@ func (r *Report) join(opts Options) {
 	for i := range r.Doc.Effects {
 		verdicts[r.Doc.Effects[i].EffectID] = &r.Doc.Effects[i]
 	}
+	if run := r.Doc.Run; run.Error != nil {
+		if e := SettledError(*run.Error, r.Doc.Effects); e != *run.Error {
+			cp := *run // the run's error names a call since reconciled
+			cp.Error, r.Doc.Run = &e, &cp
+		}
+	}
 	for _, c := range r.Calls {
 		c.Row, c.Reconciled = rows[c.EffectID], verdicts[c.EffectID]
 		if c.Row != nil {
@@ -131,9 +137,24 @@ func (r *Report) join(opts Options) {
 		if c.Status == "uncertain" && c.Reconciled == nil && opts.Reconcile != nil {
 			c.Reconcile = opts.Reconcile(r.Doc.Run.RunID, c.EffectID)
 		}
+		if c.Reconciled != nil {
+			if c.Row != nil && c.Row.Error != nil {
+				row := *c.Row // the document's row stays as inspect read it
+				e := WithoutHowTo(*row.Error)
+				row.Error, c.Row = &e, &row
+			}
+			for i := range c.Errors {
+				c.Errors[i].Message = WithoutHowTo(c.Errors[i].Message)
+			}
+		}
 	}
 	for _, l := range r.Lanes {
 		for _, a := range l.Attempts {
+			for _, c := range a.Calls {
+				if c.Reconciled != nil { // settled: its error no longer says how to settle it
+					a.Error = WithoutHowTo(a.Error)
+				}
+			}
 			if !a.Finished {
 				a.End = r.End
 			}
@@ -164,4 +185,29 @@ func terminal(state string) bool {
 		return true
 	}
 	return false
+}
+
+// HowToMarker starts the how-to an uncertain call's error carries (the
+// reconcile commands, as workflow.UncertainError words them); once the call
+// is reconciled, what is shown stops there.
+const HowToMarker = "\ncheck the server, then record what happened"
+
+// WithoutHowTo is the error of a reconciled call as shown: s without the
+// reconcile how-to, when it has one (human inspect shows it so too).
+func WithoutHowTo(s string) string {
+	if i := strings.Index(s, HowToMarker); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// SettledError is a run's (or task's) error as shown once the call it
+// names was reconciled: without the how-to.
+func SettledError(s string, reconciled []projector.EffectView) string {
+	for _, e := range reconciled {
+		if strings.Contains(s, "call "+e.EffectID+" ") {
+			return WithoutHowTo(s)
+		}
+	}
+	return s
 }
