@@ -9,7 +9,7 @@ FUZZTIME ?= 10000x
 # first prints what will run and what is skipped, and why (scripts/test-plan.sh).
 test: interop
 	@GO=$(GO) bash scripts/test-plan.sh
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout=30m ./...
 
 # The reference TypeScript server, installed reproducibly from the committed lockfile.
 interop: interop/node_modules/.package-lock.json
