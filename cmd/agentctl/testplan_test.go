@@ -20,7 +20,7 @@ func TestMakeTestPreamble(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, recipe, _ := strings.Cut(string(mk), "\ntest: interop\n")
-	if plan, gotest, _ := strings.Cut(recipe, "\n"); !strings.Contains(plan, "scripts/test-plan.sh") || !strings.Contains(gotest, "test -race -count=1 ./...") {
+	if plan, gotest, _ := strings.Cut(recipe, "\n"); !strings.Contains(plan, "scripts/test-plan.sh") || !strings.Contains(gotest, "test -race -count=1") || !strings.Contains(gotest, " ./...") {
 		t.Fatalf("make test does not print the plan before go test:\n%s", recipe)
 	}
 	bash, err := exec.LookPath("bash")
