@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 10000x
 
-.PHONY: test demo lint cross fuzz-smoke bench bench-peers build interop conformance
+.PHONY: test demo lint cross fuzz-smoke bench bench-ab bench-peers build interop conformance
 
 # The whole test suite: every package, race detector on, real peers on 127.0.0.1
 # (go-sdk server in-process, reference TypeScript server from interop/). It
@@ -54,6 +54,15 @@ bench:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load:$$(cut -d' ' -f1-3 /proc/loadavg)"
 	$(GO) test -run='^$$' -bench=. -benchmem -count=5 -timeout=30m ./... | tee bench.txt
 	$(BENCHSTAT) bench.txt
+
+# A benchmark side by side with a base commit, interleaved (scripts/bench-ab.sh):
+#   make bench-ab BASE=38c923f PKG=./workflow/ BENCH='CallStorage$$' COUNT=8
+BASE ?= HEAD~1
+PKG ?= ./workflow/
+BENCH ?= CallStorage$$
+COUNT ?= 6
+bench-ab:
+	GO=$(GO) bash scripts/bench-ab.sh '$(BASE)' '$(PKG)' '$(BENCH)' '$(COUNT)'
 
 # The peer benchmark (issue 34; BENCHMARKS.md, "Peer benchmark"): the bare go-sdk
 # client, DBOS Transact + go-sdk (each call a step) and agentctl make the same echo
