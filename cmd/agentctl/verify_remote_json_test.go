@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -174,6 +175,49 @@ func TestCLI_VerifyRemoteJSONAsSent(t *testing.T) {
 					t.Fatalf("serverInfo = %s, want %s", got.String(), want.String())
 				}
 			})
+		}
+	})
+}
+
+// TestCLI_MigrationRecompactsServerInfo (issue 28 item 4): a database the
+// previous release wrote against a spaced server holds server_info as the
+// server sent it; the upgrade (sqlite 0016, postgres 0005) rewrites it to
+// what a rebuild from the log computes, so inspect --verify passes.
+func TestCLI_MigrationRecompactsServerInfo(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		db := b.DSN(t)
+		url, _ := spacedHTTP(t)
+		w := testkit.Workflow{Name: "spaced", URL: url,
+			Tasks: []testkit.Task{{ID: "one", Action: "act", Idempotency: "idempotent", Tool: "echo", Arguments: `{q: "x"}`}}}
+		out, stderr, code := cli(t, "run", w.WriteFile(t), "--db", db, "--output", "json")
+		if code != 0 {
+			t.Fatalf("run: exit %d: %s", code, stderr)
+		}
+		runID := jsonRunID(t, out)
+		// The database as the previous release left it: the row as
+		// received, the schema one version back.
+		driver, update, back := "sqlite3", `UPDATE protocol_sessions SET server_info = ? WHERE run_id = ?`, `PRAGMA user_version = 15`
+		if b.Name == "postgres" {
+			driver, update, back = "pgx", `UPDATE protocol_sessions SET server_info = $1 WHERE run_id = $2`, `DELETE FROM agentctl_schema WHERE version = 5`
+		}
+		raw, err := sql.Open(driver, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := raw.Exec(update, spacedServerInfo, runID); err != nil {
+			t.Fatal(err)
+		} else if n, _ := res.RowsAffected(); n != 1 {
+			t.Fatalf("%d protocol_sessions rows", n)
+		}
+		if _, err := raw.Exec(back); err != nil {
+			t.Fatal(err)
+		}
+		_ = raw.Close()
+		if _, stderr, code := cli(t, "db", "migrate", "--db", db); code != 0 {
+			t.Fatalf("db migrate: exit %d: %s", code, stderr)
+		}
+		if v, stderr, code := inspectJSON(t, runID, "--db", db, "--verify"); code != 0 || v.Data.ProjectionVerified == nil || !*v.Data.ProjectionVerified {
+			t.Fatalf("inspect --verify after the upgrade: exit %d %s", code, stderr)
 		}
 	})
 }
