@@ -235,6 +235,31 @@ func generateOldDB(t *testing.T, name string) {
 	taskID := jsonRunID(t, out)
 	m.Runs = append(m.Runs, oldDBRun{Name: "task", RunID: taskID, Exit: 0, State: "succeeded"})
 
+	// 3b. A server whose JSON carries whitespace, keys out of order and
+	// escapes: this release kept its info as received in server_info,
+	// which its own inspect --verify then refused (issue 28 item 4).
+	spacedURL, _ := spacedHTTP(t)
+	spaced := `apiVersion: agentctl.dev/v1alpha1
+kind: Workflow
+metadata: { name: old-spaced }
+spec:
+  policy:
+    networkAllowlist: [127.0.0.1]
+    network: { allowedSchemes: [http], allowPrivate: true }
+  mcpServers:
+    local: { url: URL, timeoutSeconds: 30 }
+  actions:
+    echo: { kind: mcp.call, idempotency: idempotent }
+  tasks:
+    - id: one
+      uses: action:echo
+      with: { server: local, tool: echo, arguments: { q: "caf\u00e9" } }
+  outputs:
+    z: "${{ tasks.one.output.z }}"
+`
+	out = runCLI(0, "run", writeOldWorkflow(t, "spaced", spaced, spacedURL))
+	m.Runs = append(m.Runs, oldDBRun{Name: "spaced", RunID: jsonRunID(t, out), Exit: 0, State: "succeeded"})
+
 	// 4. A replay of the parallel run.
 	out = runCLI(0, "replay", m.Runs[0].RunID)
 	m.Runs = append(m.Runs, oldDBRun{Name: "replay", RunID: jsonRunID(t, out), Exit: 0, State: "succeeded", ReplayOf: m.Runs[0].RunID})
