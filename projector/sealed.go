@@ -44,7 +44,7 @@ func clearJSON(e events.Event, raw json.RawMessage) string {
 // (already compact); both go through this function, so they write the
 // same row.
 func remoteJSON(raw json.RawMessage) string {
-	if bytes.IndexAny(raw, " \t\r\n") < 0 {
+	if !bytes.ContainsAny(raw, " \t\r\n") {
 		return string(raw) // nothing to remove: compact already
 	}
 	var b bytes.Buffer
