@@ -38,23 +38,3 @@ func TestRemoteJSONIsWhatTheLogStores(t *testing.T) {
 		}
 	}
 }
-
-// TestLoggedTextIsWhatTheLogStores: a text column (an error from a peer)
-// holds the string a rebuild decodes from the log, invalid UTF-8 and all.
-func TestLoggedTextIsWhatTheLogStores(t *testing.T) {
-	for _, s := range []string{"plain", "caf\u00e9 <&>", "bad \xff\xfe byte", "cut \xe2\x80", "\xc3", ""} {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(map[string]string{"error": s}); err != nil {
-			t.Fatal(err)
-		}
-		var stored map[string]string
-		if err := json.Unmarshal(b.Bytes(), &stored); err != nil {
-			t.Fatal(err)
-		}
-		if got := loggedText(s); got != stored["error"] {
-			t.Errorf("loggedText(%q) = %q, the log stores %q", s, got, stored["error"])
-		}
-	}
-}

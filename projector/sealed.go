@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/agentctl/agentctl/events"
 )
@@ -24,27 +23,7 @@ func clearText(e events.Event, s string) string {
 	if s != "" && e.Sealed() {
 		return SealedText
 	}
-	return loggedText(s)
-}
-
-// loggedText is s as a rebuild decodes it from the log: the payload
-// encoder writes each byte that is not valid UTF-8 as U+FFFD, so the live
-// fold, which sees s as the run held it, must too.
-func loggedText(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b.WriteRune(utf8.RuneError)
-		} else {
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
+	return s
 }
 
 // clearJSON is clearText for a JSON column: the marker when e's payload
