@@ -1,7 +1,8 @@
 // Package migrations brings an agentctl database to the schema this binary
 // understands. Migrations are embedded, numbered SQL files per backend
-// (sql/sqlite, sql/postgres) applied in order, one transaction each; a
-// migration SQL cannot say has a Go step after its SQL (steps.go). On
+// (sql/sqlite, sql/postgres) applied in order, one transaction each (a
+// migration whose work SQL cannot express also has a Go step, run after
+// its SQL in that transaction: steps.go). On
 // SQLite the applied version is PRAGMA user_version; on PostgreSQL it is
 // the agentctl_schema table, and every migration runs under
 // pg_advisory_xact_lock so two processes starting together do not race.
