@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/migrations"
 )
 
 // oldDBViewNames are the files a run's views are kept in, beside its
@@ -63,6 +67,21 @@ func saveOldDBViews(t *testing.T, db, dir, run, runID string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// schemaVersion is the SQLite file's PRAGMA user_version.
+func schemaVersion(t *testing.T, db string) int {
+	t.Helper()
+	raw, err := sql.Open("sqlite3", "file:"+db+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	v, err := migrations.Version(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // viewDiff says how view got (named name) fails to show what want, the
@@ -167,6 +186,9 @@ func oldDatabase(t *testing.T, name string) {
 	if err := os.WriteFile(db, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if v := schemaVersion(t, db); v != 15 {
+		t.Fatalf("%s.db is at schema %d, want 15 (the release before the typed log)", name, v)
+	}
 	if name == "sealed" {
 		t.Setenv("AGENTCTL_KEY_K1", oldDBKey)
 	}
@@ -186,6 +208,9 @@ func oldDatabase(t *testing.T, name string) {
 				t.Errorf("%s: inspect %s differs from the recorded view: %s\ngot:\n%s\nwant:\n%s", r.Name, v, d, got[v], want)
 			}
 		}
+	}
+	if v := schemaVersion(t, db); v != migrations.Latest {
+		t.Fatalf("after inspect the database is at schema %d, want %d", v, migrations.Latest)
 	}
 	check := func(r oldDBRun) {
 		t.Helper()
