@@ -1,6 +1,8 @@
 // Package migrations brings an agentctl database to the schema this binary
 // understands. Migrations are embedded, numbered SQL files per backend
-// (sql/sqlite, sql/postgres) applied in order, one transaction each. On
+// (sql/sqlite, sql/postgres) applied in order, one transaction each (a
+// migration whose work SQL cannot express also has a Go step, run after
+// its SQL in that transaction: steps.go). On
 // SQLite the applied version is PRAGMA user_version; on PostgreSQL it is
 // the agentctl_schema table, and every migration runs under
 // pg_advisory_xact_lock so two processes starting together do not race.
@@ -34,10 +36,10 @@ const (
 )
 
 // Latest is the schema version a fresh SQLite database ends at.
-const Latest = 15
+const Latest = 16
 
 // LatestPostgres is the schema version a migrated PostgreSQL database ends at.
-const LatestPostgres = 4
+const LatestPostgres = 5
 
 // LatestFor is the current schema version of backend b.
 func LatestFor(b Backend) int {
@@ -166,6 +168,9 @@ func applyOne(ctx context.Context, db *sql.DB, m Migration) error {
 	}
 	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return fmt.Errorf("migration %s: %w", m.Name, err)
+	}
+	if err := runGoStep(ctx, tx, SQLite, m); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
 		return fmt.Errorf("migration %s: set version: %w", m.Name, err)

@@ -102,6 +102,9 @@ func applyPostgresOne(ctx context.Context, db *sql.DB, m Migration) (int, error)
 	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return v, fmt.Errorf("migration %s: %w", m.Name, err)
 	}
+	if err := runGoStep(ctx, tx, Postgres, m); err != nil {
+		return v, err
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO agentctl_schema (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
 		return v, fmt.Errorf("migration %s: set version: %w", m.Name, err)
 	}

@@ -50,7 +50,7 @@ func applyPair(ctx context.Context, tx *events.Tx, first, second events.Event) (
 			return false, nil
 		}
 		_, err := tx.Exec(ctx, `UPDATE protocol_calls SET result_digest = ?, json_rpc_id = ?, status = CASE WHEN source_run_id IS NULL THEN ? ELSE 'recorded' END, generation = ?, redispatches = ?, protocol_state = ?, updated_at = ? WHERE effect_id = ?`,
-			r.ResultDigest, nullable(string(r.JSONRPCID)), CallStatus(t.To), t.Generation, t.Redispatches, state, second.CreatedAt, r.EffectID)
+			r.ResultDigest, nullable(remoteJSON(r.JSONRPCID)), CallStatus(t.To), t.Generation, t.Redispatches, state, second.CreatedAt, r.EffectID)
 		return true, err
 	}
 }

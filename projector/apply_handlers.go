@@ -109,7 +109,7 @@ func applyCallTransition(ctx context.Context, tx *events.Tx, e events.Event, p C
 
 func applyCallResult(ctx context.Context, tx *events.Tx, e events.Event, p CallResult) error {
 	return exec(ctx, tx, `UPDATE protocol_calls SET result_digest = ?, json_rpc_id = ?, updated_at = ? WHERE effect_id = ?`,
-		p.ResultDigest, nullable(string(p.JSONRPCID)), e.CreatedAt, p.EffectID)
+		p.ResultDigest, nullable(remoteJSON(p.JSONRPCID)), e.CreatedAt, p.EffectID)
 }
 
 func applyCallError(ctx context.Context, tx *events.Tx, e events.Event, p CallError) error {

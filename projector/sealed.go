@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -25,12 +26,32 @@ func clearText(e events.Event, s string) string {
 	return s
 }
 
-// clearJSON is clearText for a JSON column.
+// clearJSON is clearText for a JSON column: the marker when e's payload
+// is sealed, remoteJSON(raw) otherwise.
 func clearJSON(e events.Event, raw json.RawMessage) string {
 	if len(raw) > 0 && e.Sealed() {
 		return strconv.Quote(SealedText)
 	}
-	return string(raw)
+	return remoteJSON(raw)
+}
+
+// remoteJSON is the text a projection column keeps of JSON raw as a peer
+// sent it: the bytes the log stores for it. The payload encoder compacts
+// a json.RawMessage (whitespace outside strings removed, keys in their
+// order, string escapes and HTML characters kept as sent), which is what
+// json.Compact does. The live projection folds the value the run held
+// (raw as received) and a rebuild the payload decoded from the log
+// (already compact); both go through this function, so they write the
+// same row.
+func remoteJSON(raw json.RawMessage) string {
+	if !bytes.ContainsAny(raw, " \t\r\n") {
+		return string(raw) // nothing to remove: compact already
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw) // not JSON: the payload could not have held it
+	}
+	return b.String()
 }
 
 // unsealer collects, while inspect scans the log with the key, the texts
