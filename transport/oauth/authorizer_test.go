@@ -1,0 +1,284 @@
+package oauth_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/transport/mcptest"
+	"github.com/agentctl/agentctl/transport/oauth"
+)
+
+func call(t *testing.T, s *transport.Session, tool string) error {
+	t.Helper()
+	_, err := s.CallTool(context.Background(), transport.CallRequest{Tool: tool, Arguments: json.RawMessage(`{}`)}, nil)
+	return err
+}
+
+// The whole flow against a real AS and a protected mcptest server: the
+// 401 starts discovery, DCR, the authorization code with PKCE S256 and
+// resource, the token; the request is re-sent once and executes once.
+func TestAuthorizationCodeFlow(t *testing.T) {
+	as := newAS(t)
+	srv := newProtected(t, as, mcptest.ToolDef{Name: "echo"})
+	rec := &steps{}
+	store := oauth.NewMemStore()
+	auth, err := oauth.New(srv.URL, oauth.Config{OpenBrowser: browser}, store, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := connect(t, srv.URL, auth)
+	if err := call(t, s, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	want := []oauth.StepKind{oauth.StepChallenge, oauth.StepResourceMeta, oauth.StepServerMeta, oauth.StepRegistered, oauth.StepAuthorize, oauth.StepToken}
+	if got := rec.kinds(); !slices.Equal(got, want) {
+		t.Fatalf("steps %v, want %v", got, want)
+	}
+	authz := as.last("/authorize")
+	if authz.Form.Get("code_challenge_method") != "S256" || authz.Form.Get("resource") != srv.URL || authz.Form.Get("state") == "" || authz.Form.Get("client_id") != "dcr-client-1" {
+		t.Fatalf("authorization request %v", authz.Form)
+	}
+	tok := as.last("/token")
+	if tok.Form.Get("resource") != srv.URL || tok.Form.Get("code_verifier") == "" {
+		t.Fatalf("token request %v", tok.Form)
+	}
+	if n := as.count("/register", ""); n != 1 {
+		t.Fatalf("%d registrations, want 1", n)
+	}
+	if st := srv.mcp.Stats(); st.Executed["echo"] != 1 || st.Initialize != 1 {
+		t.Fatalf("server executed echo %d times, initialize %d, want 1, 1", st.Executed["echo"], st.Initialize)
+	}
+	k, ok := auth.Key()
+	if !ok || k != (oauth.Key{Issuer: as.ts.URL, Resource: srv.URL}) {
+		t.Fatalf("key %+v %v", k, ok)
+	}
+	c, _ := store.Load(context.Background(), k)
+	if c == nil || c.ClientID != "dcr-client-1" || c.AccessToken == "" || c.RefreshToken == "" {
+		t.Fatalf("stored %v", c)
+	}
+	for _, st := range rec.s {
+		b, _ := json.Marshal(st)
+		if containsAny(string(b), c.AccessToken, c.RefreshToken, "code-") {
+			t.Fatalf("a step carries a secret: %s", b)
+		}
+	}
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, x := range subs {
+		if x != "" && strings.Contains(s, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// A 401 on a token the resource no longer accepts refreshes it (resource
+// sent, the rotated refresh token stored) and re-sends once: no new
+// authorization, one execution.
+func TestRefreshOn401(t *testing.T) {
+	as := newAS(t)
+	srv := newProtected(t, as, mcptest.ToolDef{Name: "echo"})
+	store := oauth.NewMemStore()
+	auth, _ := oauth.New(srv.URL, oauth.Config{OpenBrowser: browser}, store, nil)
+	s := connect(t, srv.URL, auth)
+	if err := call(t, s, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := auth.Key()
+	before, _ := store.Load(context.Background(), k)
+	as.revokeAccess()
+	if err := call(t, s, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	if n := as.count("/token", "refresh_token"); n != 1 {
+		t.Fatalf("%d refresh requests, want 1", n)
+	}
+	if r := as.last("/token"); r.Form.Get("resource") != srv.URL {
+		t.Fatalf("refresh request without resource: %v", r.Form)
+	}
+	if n := as.count("/authorize", ""); n != 1 {
+		t.Fatalf("%d authorizations, want 1 (the refresh suffices)", n)
+	}
+	after, _ := store.Load(context.Background(), k)
+	if after.RefreshToken == before.RefreshToken || after.AccessToken == before.AccessToken {
+		t.Fatal("the rotated tokens were not stored")
+	}
+	if st := srv.mcp.Stats(); st.Executed["echo"] != 2 {
+		t.Fatalf("echo executed %d times, want 2", st.Executed["echo"])
+	}
+}
+
+// A second 401 for the same request is final: KindUnauthorized, the
+// request sent twice and never executed.
+func TestSecond401IsFinal(t *testing.T) {
+	as := newAS(t)
+	srv := newProtected(t, as, mcptest.ToolDef{Name: "echo"})
+	auth, _ := oauth.New(srv.URL, oauth.Config{OpenBrowser: browser}, oauth.NewMemStore(), nil)
+	s := connect(t, srv.URL, auth)
+	srv.mu.Lock()
+	srv.always = 401
+	srv.refused = map[int]int{}
+	srv.mu.Unlock()
+	err := call(t, s, "echo")
+	var te *transport.Error
+	if !errors.As(err, &te) || te.Kind != transport.KindUnauthorized {
+		t.Fatalf("err %v, want KindUnauthorized", err)
+	}
+	srv.mu.Lock()
+	n := srv.refused[401]
+	srv.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("the request was sent %d times, want 2", n)
+	}
+	if st := srv.mcp.Stats(); st.Executed["echo"] != 0 {
+		t.Fatalf("echo executed %d times", st.Executed["echo"])
+	}
+}
+
+// 403 insufficient_scope steps up with the union of the scopes held and
+// challenged; a server that never accepts is given 3 authorizations in all.
+func TestStepUp(t *testing.T) {
+	as := newAS(t)
+	srv := newProtected(t, as, mcptest.ToolDef{Name: "write"})
+	srv.need["write"] = []string{"files:write"}
+	rec := &steps{}
+	auth, _ := oauth.New(srv.URL, oauth.Config{OpenBrowser: browser, Scopes: []string{"files:read"}}, oauth.NewMemStore(), rec)
+	s := connect(t, srv.URL, auth)
+	if err := call(t, s, "write"); err != nil {
+		t.Fatal(err)
+	}
+	if got := as.last("/authorize").Form.Get("scope"); got != "files:read files:write" {
+		t.Fatalf("step-up scope %q, want the union", got)
+	}
+	if n := as.count("/authorize", ""); n != 2 {
+		t.Fatalf("%d authorizations, want 2", n)
+	}
+	if st := srv.mcp.Stats(); st.Executed["write"] != 1 {
+		t.Fatalf("write executed %d times", st.Executed["write"])
+	}
+
+	srv.mu.Lock()
+	srv.always = 403
+	srv.mu.Unlock()
+	err := call(t, s, "write")
+	if err == nil {
+		t.Fatal("an always-403 server succeeded")
+	}
+	if n := as.count("/authorize", ""); n != 2+transport.MaxStepUps {
+		t.Fatalf("%d authorizations, want %d (the step-up limit)", n, 2+transport.MaxStepUps)
+	}
+}
+
+// Two Authorizers sharing a Store (two workers): the second uses the
+// credentials the first obtained, without an authorization of its own.
+func TestStoreSharedAcrossAuthorizers(t *testing.T) {
+	as := newAS(t)
+	srv := newProtected(t, as, mcptest.ToolDef{Name: "echo"})
+	store := oauth.NewMemStore()
+	a1, _ := oauth.New(srv.URL, oauth.Config{OpenBrowser: browser}, store, nil)
+	if err := call(t, connect(t, srv.URL, a1), "echo"); err != nil {
+		t.Fatal(err)
+	}
+	// The second has no browser: it would fail if it needed a login.
+	a2, _ := oauth.New(srv.URL, oauth.Config{}, store, nil)
+	if err := call(t, connect(t, srv.URL, a2), "echo"); err != nil {
+		t.Fatal(err)
+	}
+	if n := as.count("/authorize", ""); n != 1 {
+		t.Fatalf("%d authorizations, want 1", n)
+	}
+}
+
+// Without a browser hook and without stored credentials, the 401 is
+// ErrLoginRequired at once (no wait), nothing authorized.
+func TestLoginRequired(t *testing.T) {
+	as := newAS(t)
+	srv := newProtected(t, as, mcptest.ToolDef{Name: "echo"})
+	auth, _ := oauth.New(srv.URL, oauth.Config{}, oauth.NewMemStore(), nil)
+	c, _ := transport.New(transport.Config{URL: srv.URL, Authorizer: auth,
+		Policy: transport.Policy{AllowedSchemes: []string{"http"}, AllowPrivate: true}})
+	_, err := c.Connect(context.Background(), nil)
+	if !errors.Is(err, oauth.ErrLoginRequired) {
+		t.Fatalf("err %v, want ErrLoginRequired", err)
+	}
+	if n := as.count("/authorize", ""); n != 0 {
+		t.Fatalf("%d authorizations", n)
+	}
+}
+
+// The token endpoint authentication follows the AS metadata for a
+// pre-registered confidential client.
+func TestTokenEndpointAuthMethod(t *testing.T) {
+	for _, tc := range []struct{ supported, want string }{
+		{"client_secret_basic", "basic"}, {"client_secret_post", "post"}, {"none", "none"},
+	} {
+		t.Run(tc.supported, func(t *testing.T) {
+			as := newAS(t)
+			as.set("token_endpoint_auth_methods_supported", []string{tc.supported})
+			srv := newProtected(t, as, mcptest.ToolDef{Name: "echo"})
+			auth, _ := oauth.New(srv.URL, oauth.Config{ClientID: "pre-1", ClientSecret: "pre-secret-value", OpenBrowser: browser}, oauth.NewMemStore(), nil)
+			if err := call(t, connect(t, srv.URL, auth), "echo"); err != nil {
+				t.Fatal(err)
+			}
+			r := as.last("/token")
+			got := "none"
+			switch {
+			case r.Basic == "pre-1":
+				got = "basic"
+			case r.Form.Get("client_secret") == "pre-secret-value":
+				got = "post"
+			}
+			if got != tc.want || as.count("/register", "") != 0 {
+				t.Fatalf("auth %s (registrations %d), want %s and none", got, as.count("/register", ""), tc.want)
+			}
+		})
+	}
+}
+
+// Bad input is refused before any code or token leaves agentctl.
+func TestRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(as *testAS)
+		cfg   oauth.Config
+		want  error
+		token bool // whether a token request may happen (never)
+	}{
+		{name: "no S256", setup: func(as *testAS) { as.set("code_challenge_methods_supported", []string{"plain"}) }, want: oauth.ErrMetadata},
+		{name: "no PKCE", setup: func(as *testAS) { as.set("code_challenge_methods_supported", nil) }, want: oauth.ErrMetadata},
+		{name: "issuer mismatch", setup: func(as *testAS) { as.set("issuer", "https://attacker.example") }, want: oauth.ErrMetadata},
+		{name: "http token endpoint not loopback", setup: func(as *testAS) { as.set("token_endpoint", "http://as.example.com/token") }, want: oauth.ErrInsecure},
+		{name: "iss mismatch", setup: func(as *testAS) { as.issOut = "https://evil.example" }, want: oauth.ErrNotAuthorized},
+		{name: "iss missing when advertised", setup: func(as *testAS) { as.issOut = "-" }, want: oauth.ErrNotAuthorized},
+		{name: "metadata too large", setup: func(as *testAS) { as.set("padding", string(make([]byte, 1<<20))) }, want: oauth.ErrMetadata},
+		{name: "resource mismatch", setup: func(as *testAS) { as.prmResource = "https://evil.example/mcp" }, want: oauth.ErrMetadata},
+		{name: "redirect not loopback", cfg: oauth.Config{RedirectURI: "http://example.com/callback"}, want: oauth.ErrInsecure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := newAS(t)
+			if tc.setup != nil {
+				tc.setup(as)
+			}
+			srv := newProtected(t, as, mcptest.ToolDef{Name: "echo"})
+			cfg := tc.cfg
+			cfg.OpenBrowser = browser
+			auth, _ := oauth.New(srv.URL, cfg, oauth.NewMemStore(), nil)
+			c, _ := transport.New(transport.Config{URL: srv.URL, Authorizer: auth, Timeout: 10 * time.Second,
+				Policy: transport.Policy{AllowedSchemes: []string{"http"}, AllowPrivate: true}})
+			_, err := c.Connect(context.Background(), nil)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err %v, want %v", err, tc.want)
+			}
+			if n := as.count("/token", ""); n != 0 {
+				t.Fatalf("%d token requests", n)
+			}
+		})
+	}
+}
