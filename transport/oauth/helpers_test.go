@@ -29,16 +29,16 @@ import (
 type testAS struct {
 	ts *httptest.Server
 
-	mu       sync.Mutex
-	meta     map[string]any // served metadata (edit before use)
-	issOut   string         // iss sent in the redirect; "" = the issuer; "-" = none
+	mu     sync.Mutex
+	meta   map[string]any // served metadata (edit before use)
+	issOut string         // iss sent in the redirect; "" = the issuer; "-" = none
 	// prmResource overrides the resource the protected server's metadata names.
 	prmResource string
-	requests []asRequest
-	codes    map[string]codeGrant
-	access   map[string][]string // live access token → scopes
-	refresh  map[string][]string // live refresh token → scopes
-	next     int
+	requests    []asRequest
+	codes       map[string]codeGrant
+	access      map[string][]string // live access token → scopes
+	refresh     map[string][]string // live refresh token → scopes
+	next        int
 }
 
 type asRequest struct {
