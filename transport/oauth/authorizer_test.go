@@ -80,6 +80,21 @@ func containsAny(s string, subs ...string) bool {
 	return false
 }
 
+// The request re-sent after a login goes on a new connection: the server
+// may have closed the one that carried the 401 while the user logged in.
+func TestResendOnFreshConnection(t *testing.T) {
+	as := oauthtest.NewAS(t)
+	srv := oauthtest.Protect(t, as, mcptest.Options{}, mcptest.ToolDef{Name: "echo"})
+	srv.DropAfter401()
+	auth, _ := oauth.New(srv.URL, oauth.Config{OpenBrowser: oauthtest.Browser}, oauth.NewMemStore(), nil)
+	if err := call(t, connect(t, srv.URL, auth), "echo"); err != nil {
+		t.Fatal(err)
+	}
+	if st := srv.MCP.Stats(); st.Executed["echo"] != 1 {
+		t.Fatalf("echo executed %d times", st.Executed["echo"])
+	}
+}
+
 // A 401 on a token the resource no longer accepts refreshes it (resource
 // sent, the rotated refresh token stored) and re-sends once: no new
 // authorization, one execution.

@@ -234,13 +234,17 @@ type Resource struct {
 	always       int
 	refused      map[int]int
 	metaResource string
+	// dropAfter401: a connection that carried a 401 is reset when reused,
+	// as a server's keep-alive timeout does during a long login.
+	dropAfter401 bool
+	answered401  map[string]bool // remote addresses
 }
 
 // Protect starts an mcptest server serving tools behind a bearer check
 // against as, closed at tb's cleanup.
 func Protect(tb testing.TB, as *AS, opts mcptest.Options, tools ...mcptest.ToolDef) *Resource {
 	tb.Helper()
-	p := &Resource{MCP: mcptest.Start(tb, opts, tools...), need: map[string][]string{}, refused: map[int]int{}}
+	p := &Resource{MCP: mcptest.Start(tb, opts, tools...), need: map[string][]string{}, refused: map[int]int{}, answered401: map[string]bool{}}
 	var base string
 	base = serve(tb, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
@@ -253,11 +257,17 @@ func Protect(tb testing.TB, as *AS, opts mcptest.Options, tools ...mcptest.ToolD
 			writeJSON(w, http.StatusOK, map[string]any{"resource": res, "authorization_servers": []string{as.URL}})
 			return
 		}
+		if p.reset(w, r) {
+			return
+		}
 		challenge := fmt.Sprintf(`Bearer resource_metadata="%s/.well-known/oauth-protected-resource/mcp"`, base)
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		scopes, ok := as.Scopes(tok)
 		if !ok || always == http.StatusUnauthorized {
 			p.count(http.StatusUnauthorized)
+			p.mu.Lock()
+			p.answered401[r.RemoteAddr] = true
+			p.mu.Unlock()
 			w.Header().Set("WWW-Authenticate", challenge+`, error="invalid_token"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_token"})
 			return
@@ -299,6 +309,34 @@ func (p *Resource) Refused(status int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.refused[status]
+}
+
+// DropAfter401 makes the server reset (TCP RST, no response) a connection
+// reused after it answered 401 on it: a keep-alive connection the server
+// closed while the client was logging in.
+func (p *Resource) DropAfter401() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropAfter401 = true
+}
+
+// reset resets r's connection when DropAfter401 applies to it.
+func (p *Resource) reset(w http.ResponseWriter, r *http.Request) bool {
+	p.mu.Lock()
+	drop := p.dropAfter401 && p.answered401[r.RemoteAddr]
+	p.mu.Unlock()
+	if !drop {
+		return false
+	}
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+	return true
 }
 
 // SetMetadataResource overrides the resource its metadata names.
