@@ -107,7 +107,7 @@ func (a *Authorizer) onUnauthorized(ctx context.Context, resp *http.Response) er
 		if cur != nil && cur.AccessToken != "" && cur.AccessToken != refused && !expired(cur) && covers(cur.Scopes, ch.scopes) {
 			return cur, nil // stored by an earlier login or another worker
 		}
-		if cur != nil && cur.RefreshToken != "" {
+		if cur != nil && cur.RefreshToken != "" && covers(cur.Scopes, ch.scopes) { // a refresh keeps the scopes
 			if c, err := a.refresh(ctx, d, cur); err == nil {
 				return c, nil
 			}
