@@ -297,3 +297,29 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 }
+
+// Login (agentctl auth login) obtains and stores credentials ahead of a
+// run, which then calls without a browser.
+func TestLoginThenRun(t *testing.T) {
+	as := oauthtest.NewAS(t)
+	srv := oauthtest.Protect(t, as, mcptest.Options{}, mcptest.ToolDef{Name: "echo"})
+	store := oauth.NewMemStore()
+	rec := &steps{}
+	login, _ := oauth.New(srv.URL, oauth.Config{OpenBrowser: oauthtest.Browser}, store, rec)
+	if err := login.Login(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := login.Key(); !ok || k.Issuer != as.URL {
+		t.Fatalf("key %+v %v after login", k, ok)
+	}
+	if st := srv.MCP.Stats(); st.Posts != 0 {
+		t.Fatalf("login reached the MCP server %d times", st.Posts)
+	}
+	run, _ := oauth.New(srv.URL, oauth.Config{}, store, nil)
+	if err := call(t, connect(t, srv.URL, run), "echo"); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := as.Count("/authorize", ""), as.Count("/token", ""); n != 1 || m != 1 {
+		t.Fatalf("%d authorizations and %d token requests, want 1 and 1", n, m)
+	}
+}
