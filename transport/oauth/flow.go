@@ -270,6 +270,7 @@ func (a *Authorizer) authorizationCode(ctx context.Context, d *discovery, client
 	verifier, state := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
 	authURL := conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", d.resource))
 	a.observe(ctx, Step{Kind: StepAuthorize, Issuer: d.asm.Issuer, ClientID: client.ClientID, Scopes: scopes, URL: withoutQuery(d.asm.AuthorizationEndpoint)})
+	cb.expect(state)
 	if err := a.cfg.OpenBrowser(ctx, authURL); err != nil {
 		return nil, fmt.Errorf("oauth: open the authorization URL of %s: %w", withoutQuery(d.asm.AuthorizationEndpoint), err)
 	}
