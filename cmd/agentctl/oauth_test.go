@@ -66,13 +66,14 @@ func testOAuthCall(t *testing.T, class string) {
 }
 
 // Without a browser (--oauth-no-browser) a login that needs the user fails
-// at once, naming the reason; a client secret needs a client id.
+// at once with exit 6, naming the reason, before any tool is called; a
+// client secret needs a client id (exit 2).
 func TestCLI_OAuthRefusals(t *testing.T) {
 	as := oauthtest.NewAS(t)
 	srv := oauthtest.Protect(t, as, mcptest.Options{}, mcptest.ToolDef{Name: "echo"})
 	db := filepath.Join(t.TempDir(), "a.db")
 	_, stderr, code := cli(t, "mcp", "call", srv.URL, "echo", "--allow-private", "--oauth-no-browser", "--db", db)
-	if code == 0 || !strings.Contains(stderr, "login required") {
+	if code != 6 || !strings.Contains(stderr, "login required") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if st := srv.MCP.Stats(); st.Executed["echo"] != 0 || as.Count("/authorize", "") != 0 {
