@@ -235,6 +235,9 @@ type Session struct {
 	hdrMu    sync.Mutex
 	bindings map[string][]headerBinding
 
+	// gets is the standalone GET stream of a 2025-11-25 session (standalone.go).
+	gets standalone
+
 	proc     *proc // the server process of a stdio session (nil for HTTP)
 	procSink Sink  // the sink Connect was given: Close records the process's end there
 }
