@@ -53,6 +53,10 @@ type Config struct {
 	// initialize, so the server may send elicitation/create; each call
 	// answers by its CallRequest.Elicitation (nil: decline).
 	Elicitation bool
+	// TasksExtension declares the io.modelcontextprotocol/tasks extension
+	// on 2026-07-28 requests, so the server may answer a tools/call with a
+	// task (CallResult.Task; tasks2026.go). Unused at 2025-11-25.
+	TasksExtension bool
 	// ProtocolVersion pins the MCP revision: "" or Protocol20251125 (the
 	// default), Protocol20260728, or ProtocolAuto (the first Connect probes;
 	// every later one keeps what it found).
