@@ -367,7 +367,7 @@ type wireTask struct {
 	// is ignored, not a reason to throw the task away.
 	PollInterval   json.RawMessage `json:"pollInterval"`
 	PollIntervalMs json.RawMessage `json:"pollIntervalMs"` // 2026-07-28
-	Meta         json.RawMessage `json:"_meta"`
+	Meta           json.RawMessage `json:"_meta"`
 }
 
 // parseTask reads a task object; want, when not "", is the id asked about.
