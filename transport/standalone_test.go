@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -188,5 +189,51 @@ func TestStandalone_NotOfferedAsksOnce(t *testing.T) {
 				t.Errorf("GETs = %d, want %d", got, tc.gets)
 			}
 		})
+	}
+}
+
+// TestStandalone_Bounded: a server that keeps asking on the standalone
+// stream gets at most standaloneMaxMessages requests read from one stream
+// (then the stream is closed and, the call still in flight, not reopened)
+// and at most maxElicitations answers that are not declines.
+func TestStandalone_Bounded(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "greedy", Version: "v0"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "greedy"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		accepted, failed := 0, 0
+		for range standaloneMaxMessages + 6 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "again?", RequestedSchema: &jsonschema.Schema{Type: "object",
+				Properties: map[string]*jsonschema.Schema{"ok": {Type: "boolean", Default: json.RawMessage(`true`)}}}})
+			cancel()
+			switch {
+			case err != nil:
+				failed++
+			case res.Action == "accept":
+				accepted++
+			}
+		}
+		b, _ := json.Marshal(map[string]int{"accepted": accepted, "failed": failed})
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	c := newClient(t, ts.URL, func(cfg *Config) { cfg.Elicitation = true })
+	s := connect(t, c, nil)
+	var rec recorder
+	res, err := s.CallTool(context.Background(), CallRequest{Tool: "greedy", Elicitation: &ElicitationPolicy{Mode: ElicitDefaults}}, rec.sink)
+	if err != nil {
+		t.Fatalf("CallTool: %v", err)
+	}
+	if got, want := textOf(t, res), fmt.Sprintf(`{"accepted":%d,"failed":6}`, maxElicitations); got != want {
+		t.Errorf("the server saw %s, want %s", got, want)
+	}
+	asked := 0
+	for _, f := range rec.all() {
+		if f.Kind == "server_request" {
+			asked++
+		}
+	}
+	if asked != standaloneMaxMessages {
+		t.Errorf("%d requests recorded, want %d", asked, standaloneMaxMessages)
 	}
 }
