@@ -42,6 +42,10 @@ type CallResult struct {
 	// 2026-07-28 server answered resultType "input_required": the tool has
 	// not run yet.
 	InputRequired *InputRequired
+	// Task is set (and nothing else but Raw and ID) when a 2026-07-28
+	// server answered resultType "task" (the tasks extension, declared by
+	// Config.TasksExtension): the call goes on as that task (tasks2026.go).
+	Task *Task
 
 	received json.RawMessage // structuredContent before redaction, when redaction changed it
 	red      *redactor
@@ -158,6 +162,8 @@ func (s *Session) callResult(op string, result json.RawMessage, id json.RawMessa
 				return nil, err
 			}
 			return &CallResult{Raw: s.c.red.json(result), ID: id, InputRequired: ir, red: s.c.red}, nil
+		case resultTypeTask:
+			return s.createdTask(op, result, id)
 		default:
 			return nil, &Error{Op: op, Kind: KindMalformed, Sent: true, Message: fmt.Sprintf("unknown resultType %q", s.c.red.cut(rt, 64))}
 		}

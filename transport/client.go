@@ -53,6 +53,10 @@ type Config struct {
 	// initialize, so the server may send elicitation/create; each call
 	// answers by its CallRequest.Elicitation (nil: decline).
 	Elicitation bool
+	// TasksExtension declares the io.modelcontextprotocol/tasks extension
+	// on 2026-07-28 requests, so the server may answer a tools/call with a
+	// task (CallResult.Task; tasks2026.go). Unused at 2025-11-25.
+	TasksExtension bool
 	// ProtocolVersion pins the MCP revision: "" or Protocol20251125 (the
 	// default), Protocol20260728, or ProtocolAuto (the first Connect probes;
 	// every later one keeps what it found).
@@ -255,6 +259,9 @@ type Session struct {
 	// (2026-07-28), by tool name.
 	hdrMu    sync.Mutex
 	bindings map[string][]headerBinding
+
+	// gets is the standalone GET stream of a 2025-11-25 session (standalone.go).
+	gets standalone
 
 	proc     *proc // the server process of a stdio session (nil for HTTP)
 	procSink Sink  // the sink Connect was given: Close records the process's end there

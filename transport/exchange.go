@@ -13,6 +13,7 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -45,7 +46,13 @@ type exchange struct {
 	sent   atomic.Bool
 	status int
 	// elicited counts the elicitation/create requests answered (bounded by maxElicitations).
-	elicited int
+	elicited atomic.Int32
+	// emitMu serializes the sink between the exchange and the standalone
+	// stream routing a message to it; routeMu and unrouted end the routing
+	// before the exchange returns (standalone.go).
+	emitMu   sync.Mutex
+	routeMu  sync.Mutex
+	unrouted bool
 
 	lastEventID string
 	retry       time.Duration
@@ -94,6 +101,9 @@ func (s *Session) roundTrip(ctx context.Context, method string, params any, sink
 	maxT := time.AfterFunc(s.c.maxDuration, func() { cancel(errMaxDuration) })
 	defer maxT.Stop()
 
+	if method == "tools/call" && s.wantsStandalone() {
+		defer s.listen(x)()
+	}
 	var m *message
 	if s.proc != nil {
 		m, err = x.runStdio(params)
@@ -155,6 +165,8 @@ func (x *exchange) emit(f Frame) error {
 		return nil
 	}
 	f.Body = x.s.c.red.json(f.Body)
+	x.emitMu.Lock()
+	defer x.emitMu.Unlock()
 	x.idle.Stop()
 	defer x.idle.Reset(x.s.c.timeout)
 	if err := x.sink(x.ctx, f); err != nil {

@@ -143,6 +143,20 @@ func TestValidate(t *testing.T) {
 	if err := ValidateOutput(Tool{Name: "free"}, nil); err != nil {
 		t.Errorf("no outputSchema: %v", err)
 	}
+	// A null for a declared optional property is checked as absent; a null
+	// for a required one, or for an undeclared one, is not.
+	opt := Tool{Name: "o", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string"},"verbose":{"type":"boolean"}},"required":["region"],"additionalProperties":false}`)}
+	for _, tc := range []struct{ args, want string }{
+		{`{"region":"eu","verbose":null}`, ""},
+		{`{"region":null,"verbose":true}`, "/region"},
+		{`{"region":"eu","extra":null}`, "additionalProperties"},
+		{`{"region":"eu","verbose":null,"verbose":null}`, "/verbose"}, // not read strictly: checked as given
+	} {
+		err := ValidateArguments(opt, json.RawMessage(tc.args))
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("ValidateArguments(%s) = %v, want %q", tc.args, err, tc.want)
+		}
+	}
 	ref := Tool{Name: "r", InputSchema: json.RawMessage(`{"$ref":"file:///etc/passwd"}`)}
 	if err := ValidateArguments(ref, json.RawMessage(`{}`)); err == nil || !strings.Contains(err.Error(), "not allowed") {
 		t.Errorf("external $ref: %v", err)

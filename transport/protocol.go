@@ -180,7 +180,7 @@ func (s *Session) withMeta(params any) any {
 		maps.Copy(meta, m)
 	}
 	meta[MetaProtocolVersion] = Protocol20260728
-	meta[MetaClientCapabilities] = s.c.capabilities()
+	meta[MetaClientCapabilities] = s.c.statelessCapabilities()
 	meta[MetaClientInfo] = map[string]any{"name": "agentctl", "version": s.c.clientVersion()}
 	p["_meta"] = meta
 	return p

@@ -41,8 +41,7 @@ func (x *exchange) answer(m *message) error {
 	case m.Method == "ping":
 		reply.Result = json.RawMessage(`{}`)
 	case m.Method == methodElicitationCreate && x.s.c.cfg.Elicitation:
-		x.elicited++
-		if x.elicited > maxElicitations {
+		if x.elicited.Add(1) > maxElicitations {
 			reply.Result = json.RawMessage(`{"action":"decline"}`)
 		} else {
 			reply.Result = elicitationOf(x.ctx).elicitResult(m.Params)

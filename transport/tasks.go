@@ -89,6 +89,14 @@ type Task struct {
 	// not said (PollTask then waits 1s).
 	PollInterval time.Duration
 	Raw          json.RawMessage // the task object as received (redacted)
+
+	// At 2026-07-28 (tasks2026.go) tasks/get carries the outcome inline:
+	// Result is a completed task's result as received (read it with
+	// TaskOutcome, which also reads a failed task's JSON-RPC error), Input
+	// an input_required task's input requests (answered with UpdateTask).
+	Result  json.RawMessage
+	Input   *InputRequired
+	failure *rpcError
 }
 
 // TaskIDDigest returns "sha256:<hex>" of a task id, for showing a long or
@@ -230,9 +238,12 @@ func (s *Session) GetTask(ctx context.Context, taskID string, sink Sink) (*Task,
 // CancelTask sends tasks/cancel for taskID and returns the task as the
 // server then reports it (status cancelled when it confirms). A task
 // already terminal is refused with -32602: ask tasks/get for its status.
+//
+// At 2026-07-28 the server only acknowledges (cancellation is cooperative):
+// the task returned is nil, and tasks/get tells what became of it.
 func (s *Session) CancelTask(ctx context.Context, taskID string, sink Sink) (*Task, error) {
 	m, err := s.roundTrip(ctx, methodTasksCancel, map[string]any{"taskId": taskID}, sink, s.newID())
-	if err != nil {
+	if err != nil || s.stateless() {
 		return nil, err
 	}
 	return s.parseTask(methodTasksCancel, m.Result, taskID)
@@ -351,10 +362,12 @@ type wireTask struct {
 	CreatedAt     string     `json:"createdAt"`
 	LastUpdatedAt string     `json:"lastUpdatedAt"`
 	TTL           *float64   `json:"ttl"`
+	TTLMs         *float64   `json:"ttlMs"` // 2026-07-28
 	// PollInterval is read leniently (pollMillis): a malformed suggestion
 	// is ignored, not a reason to throw the task away.
-	PollInterval json.RawMessage `json:"pollInterval"`
-	Meta         json.RawMessage `json:"_meta"`
+	PollInterval   json.RawMessage `json:"pollInterval"`
+	PollIntervalMs json.RawMessage `json:"pollIntervalMs"` // 2026-07-28
+	Meta           json.RawMessage `json:"_meta"`
 }
 
 // parseTask reads a task object; want, when not "", is the id asked about.
@@ -377,9 +390,19 @@ func (s *Session) parseTask(op string, raw json.RawMessage, want string) (*Task,
 		return nil, bad("unknown status %q", truncate(string(w.Status), 64))
 	}
 	red := s.c.red
-	return &Task{ID: *w.TaskID, RedactedID: red.string(*w.TaskID), Status: w.Status, StatusMessage: red.cut(w.StatusMessage, 1024),
+	ttl, poll := w.TTL, w.PollInterval
+	if s.stateless() {
+		ttl, poll = w.TTLMs, w.PollIntervalMs
+	}
+	t := &Task{ID: *w.TaskID, RedactedID: red.string(*w.TaskID), Status: w.Status, StatusMessage: red.cut(w.StatusMessage, 1024),
 		CreatedAt: truncate(w.CreatedAt, 64), LastUpdatedAt: truncate(w.LastUpdatedAt, 64),
-		TTL: millis(w.TTL), PollInterval: pollMillis(w.PollInterval), Raw: red.json(raw)}, nil
+		TTL: millis(ttl), PollInterval: pollMillis(poll), Raw: red.json(raw)}
+	if s.stateless() {
+		if err := s.detail(op, raw, t); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
 // pollMillis reads a task's pollInterval: a number of milliseconds, or 0

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -13,12 +14,49 @@ import (
 
 // ValidateArguments checks args against t's inputSchema. A violation is an
 // *Error of KindInvalidArguments naming the schema path and the instance
-// location; nothing is sent.
+// location; nothing is sent. A null argument for a property the schema
+// declares and does not require counts as not provided (MCP's header rule
+// says the same, "null or not provided"; callers often write an absent
+// optional value as null): it is checked as absent and sent as given.
 func ValidateArguments(t Tool, args json.RawMessage) error {
 	if !present(args) {
 		args = []byte("{}")
 	}
-	return t.scrub(validate(t, t.inputSchema(), args, "input", KindInvalidArguments))
+	schema := t.inputSchema()
+	return t.scrub(validate(t, schema, withoutOptionalNulls(schema, args), "input", KindInvalidArguments))
+}
+
+// withoutOptionalNulls returns args without its null members that schema
+// declares in properties and does not list in required; args as given when
+// there is none, or when either is not a strictly read JSON object (the
+// check then reports what it finds).
+func withoutOptionalNulls(schema, args []byte) []byte {
+	if !bytes.Contains(args, []byte("null")) || strictValid(args) != nil {
+		return args
+	}
+	var obj map[string]json.RawMessage
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	if json.Unmarshal(args, &obj) != nil || json.Unmarshal(schema, &s) != nil {
+		return args
+	}
+	changed := false
+	for k, v := range obj {
+		if _, declared := s.Properties[k]; declared && string(bytes.TrimSpace(v)) == "null" && !slices.Contains(s.Required, k) {
+			delete(obj, k)
+			changed = true
+		}
+	}
+	if !changed {
+		return args
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return args
+	}
+	return b
 }
 
 // ValidateOutput checks structured (structuredContent) against t's

@@ -81,6 +81,19 @@ type crashScenario struct {
 	// want: a Describe line each class's reference run must contain (the
 	// transition the scenario is about), per class kind.
 	want, wantNR string
+	// protocol pins the remote's protocolVersion; "" = the default (crash_2026_test.go).
+	protocol string
+}
+
+// workflow is actWorkflow for sc's protocol.
+func (sc crashScenario) workflow(t *testing.T, url, idem string) string {
+	t.Helper()
+	if sc.protocol == "" {
+		return actWorkflow(t, url, idem)
+	}
+	return testkit.Workflow{Name: "act-once", URL: url, ServerKeys: []string{fmt.Sprintf("protocolVersion: %q", sc.protocol)},
+		Tasks:   []testkit.Task{{ID: "only", Action: "act", Idempotency: idem, Tool: "act", Arguments: "{n: 1}"}},
+		Outputs: []testkit.Output{{Name: "result", Value: "${{ tasks.only.output }}"}}}.WriteFile(t)
 }
 
 func plainServer(tool mcptest.ToolDef, faults ...mcptest.Fault) func(t *testing.T) (*mcptest.Server, string) {
@@ -172,7 +185,7 @@ func crashReference(t *testing.T, sc crashScenario, idem string, b testkit.Backe
 	t.Helper()
 	_, url := sc.start(t)
 	db := b.DSN(t)
-	_, stderr, code := cli(t, "run", actWorkflow(t, url, idem), "--db", db, "--output", "json")
+	_, stderr, code := cli(t, "run", sc.workflow(t, url, idem), "--db", db, "--output", "json")
 	ids := runIDs(t, db)
 	if len(ids) != 1 {
 		t.Fatalf("reference run: %s", stderr)
@@ -310,7 +323,7 @@ func TestCLI_CrashMatrix(t *testing.T) {
 func crashAndResume(t *testing.T, sc crashScenario, idem, point string, ref crashRef, b testkit.Backend) {
 	srv, url := sc.start(t)
 	db := b.DSN(t)
-	killedAt(t, point, "run", actWorkflow(t, url, idem), "--db", db, "--output", "json")
+	killedAt(t, point, "run", sc.workflow(t, url, idem), "--db", db, "--output", "json")
 	ids := runIDs(t, db)
 	if len(ids) != 1 {
 		t.Fatalf("runs in log: %v", ids)

@@ -45,6 +45,9 @@ type stdioCrashScenario struct {
 	want, wantNR string
 	// outputs: the run's outputs when it succeeds.
 	outputs string
+	// protocol pins the remote's protocolVersion (and the demo server's
+	// only revision); "" = the default (crash_2026_test.go).
+	protocol string
 }
 
 func stdioCrashScenarios() []stdioCrashScenario {
@@ -75,7 +78,12 @@ func stdioCrashWorkflow(t *testing.T, sc stdioCrashScenario, idem string) (strin
 	if sc.linger {
 		env += fmt.Sprintf(", %s: \"1\"", demotest.LingerEnv)
 	}
-	wf := testkit.Workflow{Name: "act-once-stdio", Command: []string{os.Args[0]}, ServerKeys: []string{env + "}", "shutdownGraceSeconds: 1"},
+	keys := []string{"shutdownGraceSeconds: 1"}
+	if sc.protocol != "" {
+		env += fmt.Sprintf(", %s: %q", demotest.ProtocolEnv, sc.protocol)
+		keys = append(keys, fmt.Sprintf("protocolVersion: %q", sc.protocol))
+	}
+	wf := testkit.Workflow{Name: "act-once-stdio", Command: []string{os.Args[0]}, ServerKeys: append([]string{env + "}"}, keys...),
 		Tasks:   []testkit.Task{{ID: "only", Action: "act", Idempotency: idem, Tool: sc.tool, Arguments: sc.args}},
 		Outputs: []testkit.Output{{Name: "result", Value: "${{ tasks.only.output }}"}}}
 	// A failing test leaves no server behind (pid and start time: never
@@ -189,7 +197,7 @@ func TestCLI_CrashMatrixStdio(t *testing.T) {
 	var mu sync.Mutex
 	kills := 0
 	t.Cleanup(func() { t.Logf("stdio crash matrix: %d kills", kills) })
-	for _, sc := range stdioCrashScenarios() {
+	for _, sc := range append(stdioCrashScenarios(), stdioCrashScenarios2026()...) {
 		for _, idem := range allClasses {
 			t.Run(sc.name+"/"+idem, func(t *testing.T) {
 				t.Parallel()
@@ -233,6 +241,9 @@ func stdioCrashReference(t *testing.T, sc stdioCrashScenario, idem string) crash
 	}
 	if len(ref.points) == 0 {
 		t.Fatalf("%s/%s: no point after %q", sc.name, idem, sc.from)
+	}
+	if sc.protocol != "" && (!slices.Contains(ref.lines, "mcp.request out server/discover") || slices.Contains(ref.lines, "mcp.request out initialize")) {
+		t.Fatalf("%s/%s: the reference run did not speak %s:\n%s", sc.name, idem, sc.protocol, strings.Join(ref.lines, "\n"))
 	}
 	assertNoServerAlive(t, files, "after the reference run")
 	return ref

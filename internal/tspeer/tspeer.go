@@ -108,13 +108,20 @@ func Start(tb testing.TB) (url string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return startNode(tb, in, in.entry, "streamableHttp")
+}
+
+// startNode runs node with the loopback preload on entry and args, as
+// Start describes, and returns the endpoint URL.
+func startNode(tb testing.TB, in install, entry string, args ...string) string {
+	tb.Helper()
 	port, err := freePort()
 	if err != nil {
 		tb.Fatalf("tspeer: pick a free port: %v", err)
 	}
 
 	out := &tailBuffer{max: 64 << 10}
-	cmd := exec.Command(in.node, "--require", in.preload, in.entry, "streamableHttp")
+	cmd := exec.Command(in.node, append([]string{"--require", in.preload, entry}, args...)...)
 	cmd.Dir = tb.TempDir()
 	// Exactly these variables, like `env -i`: nothing of the test process
 	// (tokens, canaries, proxies) reaches the child.

@@ -85,7 +85,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, sid string) {
 		f = &Fault{}
 	}
 	in.fault = f
-	if !s.checkSession(in) {
+	if !s.checkSession(in) || !s.checkModernVersion(in) {
 		return
 	}
 	switch {

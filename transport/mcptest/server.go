@@ -22,7 +22,7 @@ const DefaultProtocolVersion = "2025-11-25"
 // Options configures a Server. The zero value is a stateful SSE server
 // answering 2025-11-25 with every tool on one page.
 type Options struct {
-	ProtocolVersion string // answered to initialize; "" = DefaultProtocolVersion
+	ProtocolVersion string // answered to initialize; "" = DefaultProtocolVersion; Protocol20260728 = stateless (modern.go)
 	PageSize        int    // tools per tools/list page; 0 = all on one page
 	JSONResponse    bool   // answer requests with application/json instead of SSE
 	Stateless       bool   // issue no session id and check none
@@ -128,6 +128,9 @@ func (s *Server) CheckFaults(tb testing.TB) {
 func NewServer(opts Options, tools ...ToolDef) *Server {
 	if opts.ProtocolVersion == "" {
 		opts.ProtocolVersion = DefaultProtocolVersion
+	}
+	if opts.ProtocolVersion == Protocol20260728 {
+		opts.Stateless = true
 	}
 	s := &Server{opts: opts, sessions: map[string]*session{}, streams: map[string]*stream{}, waiters: map[string]chan ClientResponse{}}
 	s.stats.Calls, s.stats.Executed = map[string]int{}, map[string]int{}

@@ -45,11 +45,22 @@ type TaskOptions struct {
 	// only the one that created them (the spec leaves it to the server):
 	// a client that lost its session may ask about its task on a new one.
 	Shared bool
+	// InputRounds (2026-07-28, the tasks extension): once the working
+	// polls are over, the task shows input_required this many times, each
+	// with one elicitation/create (Elicit as its params) under the key
+	// "ask-N", until a tasks/update answers that key; then the outcome.
+	InputRounds int
+	// Elicit is the params of the elicitation/create of each input round.
+	Elicit json.RawMessage
 }
 
 // TaskStats is what the server saw of its tasks, with server-side times.
 type TaskStats struct {
 	Created, Gets, Results, Cancels int
+	// Updates counts tasks/update (2026-07-28); InputResponses lists the
+	// inputResponses each carried, as received.
+	Updates        int
+	InputResponses []json.RawMessage
 	// PollTimes lists, per task id, when each tasks/get for it arrived.
 	PollTimes map[string][]time.Time
 	// CreatedAt is when each task was created.
@@ -101,6 +112,7 @@ type task struct {
 	rpcErr            *RPCError       // the handler's JSON-RPC error
 	cancelled         bool            // by tasks/cancel
 	revealed          bool            // tasks/result asked for the outcome
+	answered          int             // input rounds answered by tasks/update (2026-07-28)
 }
 
 func init() {
@@ -108,6 +120,9 @@ func init() {
 	requests["tools/call"] = func(s *Server, ctx context.Context, sw *streamWriter, in *inbound) (json.RawMessage, *RPCError) {
 		if s.opts.Tasks == nil {
 			return callTool(s, ctx, sw, in)
+		}
+		if s.modern() {
+			return s.callModern(ctx, sw, in, callTool)
 		}
 		var p struct {
 			Task json.RawMessage `json:"task"`
@@ -181,7 +196,7 @@ func (s *Server) createTask(ctx context.Context, sw *streamWriter, in *inbound, 
 		t.outcome, t.message = o.status, o.message
 	case rpcErr != nil:
 		t.outcome, t.message = "failed", rpcErr.Message
-	case isErrorResult(res):
+	case isErrorResult(res) && !s.modern(): // 2026-07-28: completed, with the isError result
 		t.outcome, t.message = "failed", "the tool reported an error"
 	default:
 		t.outcome, t.message = "completed", "completed"
@@ -198,6 +213,12 @@ func (s *Server) createTask(ctx context.Context, sw *streamWriter, in *inbound, 
 	st.tasks[t.id] = t
 	st.stats.Created++
 	st.stats.CreatedAt[t.id] = t.created
+	if s.modern() {
+		obj := s.taskObject(t, "working", "working")
+		obj["resultType"] = "task"
+		b, _ := json.Marshal(obj)
+		return b, nil
+	}
 	b, _ := json.Marshal(map[string]any{"task": s.taskObject(t, "working", "working")})
 	return b, nil
 }
@@ -234,6 +255,8 @@ func (s *Server) status(t *task) (string, string) {
 	switch {
 	case t.cancelled:
 		return "cancelled", "The task was cancelled by request."
+	case (t.revealed || t.polls > s.opts.Tasks.WorkingPolls) && t.answered < s.opts.Tasks.InputRounds && s.modern():
+		return TaskInputRequired, "waiting for input"
 	case t.revealed || t.polls > s.opts.Tasks.WorkingPolls:
 		return t.outcome, t.message
 	}
@@ -254,7 +277,11 @@ func (s *Server) serveTaskGet(_ context.Context, _ *streamWriter, in *inbound) (
 	if f := s.opts.Tasks.StatusMessage; f != nil && status == "working" {
 		msg = f(t.polls)
 	}
-	b, _ := json.Marshal(s.taskObject(t, status, msg))
+	obj := s.taskObject(t, status, msg)
+	if s.modern() {
+		s.detail(t, status, obj)
+	}
+	b, _ := json.Marshal(obj)
 	return b, nil
 }
 
@@ -262,6 +289,9 @@ func (s *Server) serveTaskResult(_ context.Context, _ *streamWriter, in *inbound
 	st := &s.tasks
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if s.modern() {
+		return nil, &RPCError{Code: -32601, Message: "method not found: tasks/result (2026-07-28 has none)"}
+	}
 	t, rpcErr := s.lookup(in, func(ts *TaskStats) { ts.Results++ })
 	if rpcErr != nil {
 		return nil, rpcErr
@@ -301,9 +331,15 @@ func (s *Server) serveTaskCancel(_ context.Context, _ *streamWriter, in *inbound
 		return nil, rpcErr
 	}
 	if status, _ := s.status(t); status == "completed" || status == "failed" || status == "cancelled" {
+		if s.modern() { // acknowledged: cancellation is cooperative
+			return json.RawMessage(`{"resultType":"complete"}`), nil
+		}
 		return nil, &RPCError{Code: -32602, Message: "Cannot cancel task in terminal status: " + status}
 	}
 	t.cancelled = true
+	if s.modern() {
+		return json.RawMessage(`{"resultType":"complete"}`), nil
+	}
 	status, msg := s.status(t)
 	b, _ := json.Marshal(s.taskObject(t, status, msg))
 	return b, nil
@@ -314,16 +350,20 @@ func (s *Server) taskObject(t *task, status, message string) map[string]any {
 	m := map[string]any{
 		"taskId": t.id, "status": status, "statusMessage": message,
 		"createdAt": t.created.UTC().Format(time.RFC3339Nano), "lastUpdatedAt": time.Now().UTC().Format(time.RFC3339Nano),
-		"ttl": nil,
 	}
+	ttl, poll := "ttl", "pollInterval"
+	if s.modern() {
+		ttl, poll = "ttlMs", "pollIntervalMs"
+	}
+	m[ttl] = nil
 	if t.ttl > 0 {
-		m["ttl"] = t.ttl
+		m[ttl] = t.ttl
 	}
 	switch {
 	case s.opts.Tasks.RawPollInterval != nil:
-		m["pollInterval"] = s.opts.Tasks.RawPollInterval
+		m[poll] = s.opts.Tasks.RawPollInterval
 	case s.opts.Tasks.PollInterval > 0:
-		m["pollInterval"] = s.opts.Tasks.PollInterval
+		m[poll] = s.opts.Tasks.PollInterval
 	}
 	return m
 }

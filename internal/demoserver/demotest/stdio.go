@@ -41,6 +41,11 @@ const DieEnv = "AGENTCTL_STDIO_PEER_DIE"
 // ends and its parent is alive (a clean end), it exits as usual.
 const LingerEnv = "AGENTCTL_STDIO_PEER_LINGER"
 
+// ProtocolEnv, when set in a demo peer's environment, restricts the demo
+// server to that MCP revision (demoserver.Options.Protocol), e.g.
+// "2026-07-28".
+const ProtocolEnv = "AGENTCTL_STDIO_PEER_PROTOCOL"
+
 // StdioPeer runs this process as a stdio MCP server in mode and returns
 // its exit code; a test binary calls it from TestMain when PeerEnv is set:
 //
@@ -87,7 +92,7 @@ func StdioPeer(mode string) int {
 		return 2
 	}
 	ppid := os.Getppid()
-	if err := demoserver.New(demoserver.Options{OnCall: onCall()}).ServeStdio(context.Background(), os.Stdin, os.Stdout); err != nil {
+	if err := demoserver.New(demoserver.Options{OnCall: onCall(), Protocol: os.Getenv(ProtocolEnv)}).ServeStdio(context.Background(), os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}

@@ -146,28 +146,9 @@ func contextToolCalls(a agentctl, u string) error {
 	}
 	var errs []error
 	for _, c := range ctx.ToolCalls {
-		errs = append(errs, a.call(u, c.Name, withoutNulls(c.Arguments)))
+		errs = append(errs, a.call(u, c.Name, string(c.Arguments)))
 	}
 	return errors.Join(errs...)
-}
-
-// withoutNulls drops the null members of an arguments object: agentctl
-// checks arguments against the tool's inputSchema before sending, and a
-// null where the schema wants a boolean would stop the call there. An
-// absent argument is the other case the scenario's rule covers ("null or
-// not provided": no Mcp-Param header).
-func withoutNulls(args json.RawMessage) string {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(args, &m) != nil {
-		return string(args)
-	}
-	for k, v := range m {
-		if string(v) == "null" {
-			delete(m, k)
-		}
-	}
-	b, _ := json.Marshal(m)
-	return string(b)
 }
 
 func listTools(a agentctl, u string) error {
