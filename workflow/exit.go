@@ -145,3 +145,16 @@ func exitFor(err error) int {
 	}
 	return Class(k).Code()
 }
+
+// stateFor is the state a task or a run ends in with exit code code and
+// failure err. A policy refusal shares exit 3 with an uncertain call, but
+// the refused request was never sent: it failed (and `effects list` would
+// find nothing to reconcile). A call the machine left uncertain carries an
+// *UncertainError whatever failure put it there.
+func stateFor(code int, err error) string {
+	var ue *UncertainError
+	if code == ExitPolicy && transport.KindOf(err) == transport.KindPolicyDenied && !errors.As(err, &ue) {
+		return StateFailed
+	}
+	return stateForExit(code)
+}

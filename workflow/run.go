@@ -291,7 +291,7 @@ func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
 	res := &Result{RunID: rn.id, State: StateSucceeded, Outputs: outputs}
 	p := projector.RunFinished{State: StateSucceeded, Outputs: outputs}
 	if fail != nil {
-		res.State, res.ExitCode, res.Err = stateForExit(fail.Code), fail.Code, fail
+		res.State, res.ExitCode, res.Err = stateFor(fail.Code, fail.Err), fail.Code, fail
 		p.State, p.ExitCode, p.Error = res.State, fail.Code, fail.Err.Error()
 	}
 	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunFinished, Payload: p}); err != nil {

@@ -266,7 +266,7 @@ func (s *scheduler) skipWaiting(ctx context.Context) {
 	reason := ""
 	switch {
 	case s.stop != nil:
-		reason = fmt.Sprintf("task %s ended %s", s.stopBy, stateForExit(s.stop.Code))
+		reason = fmt.Sprintf("task %s ended %s", s.stopBy, stateFor(s.stop.Code, s.stop.Err))
 	case ctx.Err() != nil:
 		reason = "run cancelled"
 	}

@@ -74,9 +74,8 @@ func explicitCode(err error) (code int, runID string, class workflow.Class, ok b
 // classify maps an error to its exit code, its class and the run it
 // concerns (README.md, "Commands"). The code is the one a command or a
 // run decided, else the code of the error's class, else 130 when the
-// command was cancelled, else 1. The class is the one the command named,
-// else the transport failure's kind, else the kind of local problem, else
-// the class the code stands for.
+// command was cancelled, else the transport kind's code, else 1. The
+// class is className's.
 func classify(ctx context.Context, err error) (int, workflow.Class, string) {
 	if err == nil {
 		return workflow.ExitOK, "", ""
@@ -100,9 +99,15 @@ func classify(ctx context.Context, err error) (int, workflow.Class, string) {
 }
 
 // className is the class of err, which ends with exit code code: the
-// class the command named, else the transport failure's kind, else the
-// kind of local problem, else the class the code stands for.
+// class the command named, else uncertain for a call left uncertain that
+// ends the command with exit 3 (whatever failure left it so: exit 3 is
+// uncertain or policy_denied, nothing else), else the transport failure's
+// kind, else the kind of local problem, else the class the code stands for.
 func className(err error, code int, named workflow.Class) workflow.Class {
+	var ue *workflow.UncertainError
+	if named == "" && code == workflow.ExitUncertain && errors.As(err, &ue) {
+		return workflow.ClassUncertain
+	}
 	for _, c := range []workflow.Class{named, workflow.Class(transport.KindOf(err)), localClass(err)} {
 		if c != "" {
 			return c

@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/migrations"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -38,6 +45,8 @@ func TestClassify_Table(t *testing.T) {
 		{"bare policy diagnostics", nil, fmt.Errorf("load: %w", policy), 3, "policy_denied", ""},
 		{"uncertain run", nil, &workflow.Error{RunID: "run-1", Code: 3, Err: errors.New("task a: uncertain")}, 3, "uncertain", "run-1"},
 		{"exit error names the run of its workflow error", nil, &exitError{code: 3, err: &workflow.Error{RunID: "run-2", Code: 3, Err: errors.New("u")}}, 3, "uncertain", "run-2"},
+		{"uncertain call", nil, &workflow.Error{RunID: "run-1", Code: 3, Err: &workflow.UncertainError{Err: te(transport.KindHTTPStatus)}}, 3, "uncertain", "run-1"},
+		{"uncertain call stopped by Ctrl-C", nil, &workflow.Error{Code: 130, Err: &workflow.UncertainError{Err: te(transport.KindCancelled)}}, 130, "cancelled", ""},
 		{"failed run", nil, &workflow.Error{RunID: "run-1", Code: 4, Err: te(transport.KindToolError)}, 4, "tool_error", "run-1"},
 		{"remote", nil, &exitError{code: 6, err: te(transport.KindTransportLoss)}, 6, "transport_loss", ""},
 		{"network policy in a run", nil, &workflow.Error{Code: 3, Err: te(transport.KindPolicyDenied)}, 3, "policy_denied", ""},
@@ -68,5 +77,71 @@ func TestClassify_Table(t *testing.T) {
 				t.Fatalf("errorClass = %s, want classify's %s", got, class)
 			}
 		})
+	}
+}
+
+// TestCLI_PolicyRefusalIsNotUncertain: exit 3 is a policy refusal or an
+// uncertain call, told apart by their class. A run whose session the
+// secret policy refuses at run time (the header's secret file is a
+// directory) sent nothing: it ends failed, class policy_denied, task
+// failed, the server saw no request and the next command is not `effects
+// list`. A call lost after dispatch of an at_most_once tool ends the run
+// uncertain, class uncertain. `help exit-codes` lists both under 3.
+func TestCLI_PolicyRefusalIsNotUncertain(t *testing.T) {
+	type result struct {
+		State      string `json:"state"`
+		ExitCode   int    `json:"exitCode"`
+		ErrorClass string `json:"errorClass"`
+		Tasks      []struct {
+			State string `json:"state"`
+		} `json:"tasks"`
+	}
+	run := func(t *testing.T, wf string) (result, string) {
+		t.Helper()
+		out, stderr, code := cli(t, "run", wf, "--db", filepath.Join(t.TempDir(), "a.db"), "--output", "json")
+		var env struct{ Data result }
+		if err := json.Unmarshal([]byte(out), &env); err != nil || code != 3 || env.Data.ExitCode != 3 {
+			t.Fatalf("run: exit %d (%v) %s\n%s", code, err, stderr, out)
+		}
+		return env.Data, stderr
+	}
+	t.Run("policy", func(t *testing.T) {
+		srv := mcptest.Start(t, mcptest.Options{}, actTool())
+		roots := t.TempDir()
+		if err := os.Mkdir(filepath.Join(roots, "token"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		wf := writeFile(t, testkit.Workflow{URL: srv.URL,
+			ServerKeys: []string{fmt.Sprintf("headers: {Authorization: {file: %q}}", filepath.Join(roots, "token"))},
+			PolicyKeys: []string{fmt.Sprintf("secretFileRoots: [%q]", roots)},
+			Tasks:      []testkit.Task{{ID: "only", Idempotency: "at_most_once", Tool: "act"}}}.YAML())
+		res, stderr := run(t, wf)
+		if res.State != "failed" || res.ErrorClass != "policy_denied" || len(res.Tasks) != 1 || res.Tasks[0].State != "failed" {
+			t.Fatalf("policy refusal: %+v, want failed, class policy_denied, task failed", res)
+		}
+		if !strings.Contains(stderr, `"class":"policy_denied"`) || strings.Contains(stderr, "effects list") {
+			t.Fatalf("policy refusal: stderr %s", stderr)
+		}
+		if st := srv.Stats(); st.Posts+st.Gets+st.Deletes != 0 {
+			t.Fatalf("the server saw requests: %+v", st)
+		}
+	})
+	t.Run("uncertain", func(t *testing.T) {
+		srv := mcptest.Start(t, mcptest.Options{}, actTool())
+		srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Status: http.StatusBadGateway, Nth: 1})
+		wf := writeFile(t, testkit.Workflow{URL: srv.URL, Tasks: []testkit.Task{{ID: "only", Idempotency: "at_most_once", Tool: "act"}}}.YAML())
+		res, stderr := run(t, wf)
+		if res.State != "uncertain" || res.ErrorClass != "uncertain" || len(res.Tasks) != 1 || res.Tasks[0].State != "uncertain" {
+			t.Fatalf("uncertain call: %+v, want uncertain, class uncertain", res)
+		}
+		if !strings.Contains(stderr, `"class":"uncertain"`) {
+			t.Fatalf("uncertain call: stderr %s", stderr)
+		}
+	})
+	out, _, code := cli(t, "help", "exit-codes")
+	for _, want := range []string{"    3  uncertain ", "    3  policy_denied "} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("help exit-codes: exit %d, no %q:\n%s", code, want, out)
+		}
 	}
 }
