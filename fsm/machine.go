@@ -158,7 +158,20 @@ func newMachine(s *State) *stateless.StateMachine {
 		stateless.FiringImmediate,
 	)
 	sm.OnUnhandledTrigger(illegal)
+	configureCall(sm)
+	configureTask(sm)
+	sm.Configure(Uncertain).
+		Permit(ReconcileApplied, Succeeded).
+		Permit(ReconcileNotApplied, Failed)
+	sm.Configure(Succeeded)
+	sm.Configure(Failed)
+	sm.Configure(Cancelled)
+	return sm
+}
 
+// configureCall configures the states of a tools/call answered in its
+// response: prepared, dispatched, and the one redispatch.
+func configureCall(sm *stateless.StateMachine) {
 	sm.Configure(Prepared).
 		Permit(Dispatch, Dispatched).
 		Permit(FailDefinitive, Failed). // arguments violate inputSchema: nothing is sent
@@ -203,7 +216,11 @@ func newMachine(s *State) *stateless.StateMachine {
 		Permit(URLElicitationRequired, Uncertain).
 		Permit(InputRequested, InputRequired, inputRoundLeft).
 		Permit(InputRequested, Failed, inputRoundsSpent)
+}
 
+// configureTask configures the states of an MCP task and of a request
+// waiting for input.
+func configureTask(sm *stateless.StateMachine) {
 	// MCP tasks. Once the CreateTaskResult is on disk the only ambiguous
 	// window is closed: a failed or interrupted poll polls the same task
 	// again (never a resend, so no guard), and only a task the server no
@@ -257,15 +274,6 @@ func newMachine(s *State) *stateless.StateMachine {
 		Permit(FailAmbiguous, Uncertain).
 		Permit(FailPossiblyExecuted, Uncertain).
 		Permit(TaskLost, Uncertain)
-
-	sm.Configure(Uncertain).
-		Permit(ReconcileApplied, Succeeded).
-		Permit(ReconcileNotApplied, Failed)
-
-	sm.Configure(Succeeded)
-	sm.Configure(Failed)
-	sm.Configure(Cancelled)
-	return sm
 }
 
 // illegal turns stateless's unhandled-trigger callback into ErrIllegalTransition.

@@ -213,7 +213,7 @@ func (ck *checker) list(ctx context.Context, remote string) *Error {
 		if ctx.Err() != nil {
 			code = ExitCancelled
 		}
-		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
+		fin.State, fin.Error, fin.ErrorKind = stateFor(code, err), err.Error(), string(transport.KindOf(err))
 		fail = &Error{RunID: rn.id, Code: code, Err: fmt.Errorf("check: remote %s: %w%s", remote, err, pinHint(remote, err))}
 	} else {
 		ck.catalogs[remote] = rs

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -14,19 +13,7 @@ import (
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
-	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/workflow/spec"
-)
-
-// Exit codes of README.md, "Commands"; a run records the one it ended with.
-const (
-	ExitOK        = 0
-	ExitInvalid   = 2
-	ExitUncertain = 3 // also policy refusal
-	ExitFailed    = 4
-	ExitStorage   = 5
-	ExitRemote    = 6
-	ExitCancelled = 130
 )
 
 // Run states recorded in run.finished and task.finished.
@@ -304,7 +291,7 @@ func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
 	res := &Result{RunID: rn.id, State: StateSucceeded, Outputs: outputs}
 	p := projector.RunFinished{State: StateSucceeded, Outputs: outputs}
 	if fail != nil {
-		res.State, res.ExitCode, res.Err = stateForExit(fail.Code), fail.Code, fail
+		res.State, res.ExitCode, res.Err = stateFor(fail.Code, fail.Err), fail.Code, fail
 		p.State, p.ExitCode, p.Error = res.State, fail.Code, fail.Err.Error()
 	}
 	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunFinished, Payload: p}); err != nil {
@@ -324,24 +311,4 @@ func stateForExit(code int) string {
 		return StateSucceeded
 	}
 	return StateFailed
-}
-
-// exitFor maps a failure that ended a task to the run's exit code.
-func exitFor(err error) int {
-	var se *events.Error
-	if errors.As(err, &se) {
-		return ExitStorage
-	}
-	if errors.Is(err, transport.ErrSecretTooShort) { // bad input: refused before anything was sent
-		return ExitInvalid
-	}
-	switch transport.KindOf(err) {
-	case transport.KindPolicyDenied:
-		return ExitUncertain
-	case transport.KindCancelled:
-		return ExitCancelled
-	case transport.KindRemoteError, transport.KindToolError, transport.KindInvalidArguments, transport.KindInvalidOutput, transport.KindSchemaTooComplex, "":
-		return ExitFailed
-	}
-	return ExitRemote
 }

@@ -56,7 +56,7 @@ func (rn *run) listTools(ctx context.Context, remote string, attempt int) (*Resu
 		if ctx.Err() != nil {
 			code = ExitCancelled // stopped (Ctrl-C, a closed stdout): resume lists again
 		}
-		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
+		fin.State, fin.Error, fin.ErrorKind = stateFor(code, err), err.Error(), string(transport.KindOf(err))
 		fail = &Error{RunID: rn.id, Code: code, Err: err}
 	} else {
 		names := make([]string, 0, len(rs.catalog.Tools))

@@ -72,161 +72,179 @@ const (
 	tsSkipped
 )
 
-func (rn *run) execute(ctx context.Context) *Result {
-	tasks := rn.wf.Spec.Tasks
-	needs := rn.wf.NeedsByIndex()
-	state := make([]int, len(tasks))
-	carries := make([]*carry, len(tasks)) // by task, for the tasks that need it
+// scheduler runs one run's task graph. Its state is the loop's alone:
+// task goroutines never touch it, they report on ended.
+type scheduler struct {
+	rn    *run
+	tasks []spec.TaskSpec
+	needs [][]int
+	state []int    // by task: tsWaiting…tsSkipped
+	limit int      // tasks in flight at most
+	carry []*carry // by task, for the tasks that need it
 	// untaken are the carries no commit has taken yet, in the order their
 	// tasks ended: a task's end adds its carry, and the next start, flush
 	// or run.finished takes them all, so none is found by a scan of every
-	// task. Every pass of the loop below takes them, so the list never
-	// holds more than one (end order and file order cannot differ).
-	var untaken []*carry
-	takeUntaken := func() []*carry {
-		l := untaken
-		untaken = nil
-		return l
-	}
-	ended := make(chan taskEnd)
-	running := 0
-	var stop *Error      // the failure that stops the run, with its task
-	var worst *Error     // the worst failure, continueOnError ones included when uncertain
-	var stopBy string    // id of the task whose failure stopped the run
-	var flushed []*carry // carries committed on their own while other tasks ran
-	limit := max(rn.concurrency, 1)
-	ready := func(i int) bool {
-		if state[i] != tsWaiting {
-			return false
-		}
-		for _, j := range needs[i] {
-			if state[j] != tsDone {
-				return false
-			}
-		}
-		return true
-	}
-	start := func(i int) {
-		lane := rn.fork()
-		// Every carry not yet taken rides with this task's first commit;
-		// carries of the tasks it needs that another task took are waited for.
-		for _, c := range takeUntaken() {
-			lane.pending = append(lane.pending, c.recs...)
-			lane.carrying = append(lane.carrying, c)
-		}
-		for _, j := range needs[i] {
-			if c := carries[j]; c != nil && !containsCarry(lane.carrying, c) {
-				lane.waitFor = append(lane.waitFor, c)
-			}
-		}
-		state[i] = tsRunning
-		running++
-		lane.view = rn.scopeSnapshot()
-		go func() {
-			out, fail := lane.runTask(ctx, tasks[i])
-			ended <- taskEnd{idx: i, out: out, fail: fail, pending: lane.pending, carrying: lane.carrying}
-		}()
-	}
+	// task. Every pass of the loop takes them, so the list never holds
+	// more than one (end order and file order cannot differ).
+	untaken []*carry
+	flushed []*carry // carries committed on their own while other tasks ran
+	ended   chan taskEnd
+	running int
+	stop    *Error // the failure that stops the run, with its task
+	stopBy  string // id of the task whose failure stopped the run
+	worst   *Error // the worst failure, continueOnError ones included when uncertain
+}
+
+// execute runs the task graph to its end and records run.finished (or,
+// after a worker's graceful stop, leaves the run resumable).
+func (rn *run) execute(ctx context.Context) *Result {
+	s := &scheduler{rn: rn, tasks: rn.wf.Spec.Tasks, needs: rn.wf.NeedsByIndex(), limit: max(rn.concurrency, 1), ended: make(chan taskEnd)}
+	s.state = make([]int, len(s.tasks))
+	s.carry = make([]*carry, len(s.tasks))
 	for {
-		// A worker's graceful stop (Runner.Stop) starts no new task either;
-		// the run then ends without run.finished, resumable.
-		if stop == nil && ctx.Err() == nil && !rn.stopping() {
-			for i := range tasks {
-				if running >= limit {
-					break
-				}
-				if ready(i) {
-					start(i)
-				}
-			}
-		}
-		if running == 0 {
+		s.startReady(ctx)
+		if s.running == 0 {
 			break
 		}
-		// A carry no task took while others are still in flight commits
-		// now, on its own: a sibling may run for minutes (a slow tool, a
-		// retry's wait, an MCP task), and a crash meanwhile must find this
-		// task finished, not its call in flight.
-		for _, c := range takeUntaken() {
-			flushed = append(flushed, c)
-			lane := rn.fork()
-			lane.pending, lane.carrying = c.recs, []*carry{c}
-			go func() { _ = lane.append() }() // its error is c.err, read below
-		}
-		e := <-ended
-		running--
-		t := tasks[e.idx]
-		switch {
-		case len(e.carrying) > 0:
-			// The task took carries but ended without a commit (a resumed
-			// task the log says is done): commit them now, since tasks may
-			// be waiting for them.
-			lane := rn.fork()
-			lane.pending = e.pending
-			lane.carrying = []*carry{{recs: e.pending, done: make(chan struct{}), chained: e.carrying}}
-			if err := lane.append(); err != nil && e.fail == nil {
-				e.fail = rn.storageFail(err)
-			}
-		case len(e.pending) > 0:
-			carries[e.idx] = &carry{recs: e.pending, done: make(chan struct{})}
-			untaken = append(untaken, carries[e.idx])
-		}
-		if e.fail == nil {
-			state[e.idx] = tsDone
-			rn.setOutput(t.ID, e.out)
-			continue
-		}
-		if t.ContinueOnError && e.fail.Code != ExitStorage {
-			state[e.idx] = tsDone
-			rn.setOutput(t.ID, nil)
-			if e.fail.Code == ExitUncertain {
-				worst = worse(worst, e.fail)
-			}
-			continue
-		}
-		state[e.idx] = tsFailed
-		worst = worse(worst, e.fail)
-		if stop == nil {
-			stop, stopBy = e.fail, t.ID
+		s.flushUntaken()
+		s.end(<-s.ended)
+	}
+	return s.finish(ctx)
+}
+
+// takeUntaken returns the carries no commit has taken, and forgets them.
+func (s *scheduler) takeUntaken() []*carry {
+	l := s.untaken
+	s.untaken = nil
+	return l
+}
+
+// ready reports whether task i waits and every task it needs is done.
+func (s *scheduler) ready(i int) bool {
+	if s.state[i] != tsWaiting {
+		return false
+	}
+	for _, j := range s.needs[i] {
+		if s.state[j] != tsDone {
+			return false
 		}
 	}
-	for _, c := range flushed {
+	return true
+}
+
+// startReady starts the ready tasks in file order, up to the limit,
+// unless the run is stopping: a failure, ctx, or a worker's graceful stop
+// (Runner.Stop), after which the run ends without run.finished, resumable.
+func (s *scheduler) startReady(ctx context.Context) {
+	if s.stop != nil || ctx.Err() != nil || s.rn.stopping() {
+		return
+	}
+	for i := range s.tasks {
+		if s.running >= s.limit {
+			break
+		}
+		if s.ready(i) {
+			s.start(ctx, i)
+		}
+	}
+}
+
+// start runs task i on a lane of its own.
+func (s *scheduler) start(ctx context.Context, i int) {
+	lane := s.rn.fork()
+	// Every carry not yet taken rides with this task's first commit;
+	// carries of the tasks it needs that another task took are waited for.
+	for _, c := range s.takeUntaken() {
+		lane.pending = append(lane.pending, c.recs...)
+		lane.carrying = append(lane.carrying, c)
+	}
+	for _, j := range s.needs[i] {
+		if c := s.carry[j]; c != nil && !containsCarry(lane.carrying, c) {
+			lane.waitFor = append(lane.waitFor, c)
+		}
+	}
+	s.state[i] = tsRunning
+	s.running++
+	lane.view = s.rn.scopeSnapshot()
+	t, ended := s.tasks[i], s.ended
+	go func() {
+		out, fail := lane.runTask(ctx, t)
+		ended <- taskEnd{idx: i, out: out, fail: fail, pending: lane.pending, carrying: lane.carrying}
+	}()
+}
+
+// flushUntaken commits on its own a carry no task took while others are
+// still in flight: a sibling may run for minutes (a slow tool, a retry's
+// wait, an MCP task), and a crash meanwhile must find this task finished,
+// not its call in flight.
+func (s *scheduler) flushUntaken() {
+	for _, c := range s.takeUntaken() {
+		s.flushed = append(s.flushed, c)
+		lane := s.rn.fork()
+		lane.pending, lane.carrying = c.recs, []*carry{c}
+		go func() { _ = lane.append() }() // its error is c.err, read by finish
+	}
+}
+
+// end takes in how a task ended: its records, its output, its failure.
+func (s *scheduler) end(e taskEnd) {
+	s.running--
+	t := s.tasks[e.idx]
+	switch {
+	case len(e.carrying) > 0:
+		// The task took carries but ended without a commit (a resumed
+		// task the log says is done): commit them now, since tasks may
+		// be waiting for them.
+		lane := s.rn.fork()
+		lane.pending = e.pending
+		lane.carrying = []*carry{{recs: e.pending, done: make(chan struct{}), chained: e.carrying}}
+		if err := lane.append(); err != nil && e.fail == nil {
+			e.fail = s.rn.storageFail(err)
+		}
+	case len(e.pending) > 0:
+		s.carry[e.idx] = &carry{recs: e.pending, done: make(chan struct{})}
+		s.untaken = append(s.untaken, s.carry[e.idx])
+	}
+	switch {
+	case e.fail == nil:
+		s.state[e.idx] = tsDone
+		s.rn.setOutput(t.ID, e.out)
+	case t.ContinueOnError && e.fail.Code != ExitStorage:
+		s.state[e.idx] = tsDone
+		s.rn.setOutput(t.ID, nil)
+		if e.fail.Code == ExitUncertain {
+			s.worst = worse(s.worst, e.fail)
+		}
+	default:
+		s.state[e.idx] = tsFailed
+		s.worst = worse(s.worst, e.fail)
+		if s.stop == nil {
+			s.stop, s.stopBy = e.fail, t.ID
+		}
+	}
+}
+
+// finish ends the run once no task runs: it waits for the flushed
+// carries, records the tasks never started as skipped and run.finished
+// with the worst failure or the rendered outputs.
+func (s *scheduler) finish(ctx context.Context) *Result {
+	rn := s.rn
+	for _, c := range s.flushed {
 		<-c.done
 		if c.err != nil {
-			worst = worse(worst, rn.storageFail(c.err))
+			s.worst = worse(s.worst, rn.storageFail(c.err))
 		}
 	}
 	// Carries nobody took commit with run.finished, before the skips.
-	for _, c := range takeUntaken() {
+	for _, c := range s.takeUntaken() {
 		rn.pending = append(rn.pending, c.recs...)
 	}
-	if stop == nil && ctx.Err() == nil && rn.stopping() && slices.Contains(state, tsWaiting) {
+	if s.stop == nil && ctx.Err() == nil && rn.stopping() && slices.Contains(s.state, tsWaiting) {
 		return rn.stopped()
 	}
-	reason := ""
-	switch {
-	case stop != nil:
-		reason = fmt.Sprintf("task %s ended %s", stopBy, stateForExit(stop.Code))
-	case ctx.Err() != nil:
-		reason = "run cancelled"
-	}
-	for i, t := range tasks {
-		if state[i] != tsWaiting {
-			continue
-		}
-		state[i] = tsSkipped
-		why := reason
-		if why == "" { // a task it needs failed: unreachable unless the graph has a cycle
-			why = "a task it needs did not succeed"
-		}
-		rn.later(events.Record{Stream: taskStream(t.ID, rn.nextAttempt(t.ID)), Type: projector.TypeTaskSkipped,
-			Payload: projector.TaskSkipped{TaskID: t.ID, Attempt: rn.nextAttempt(t.ID), Reason: why}})
-		if worst == nil && stop == nil && ctx.Err() != nil {
-			worst = &Error{RunID: rn.id, Code: ExitCancelled, Err: fmt.Errorf("task %s: %s", t.ID, why)}
-		}
-	}
-	if worst != nil {
-		return rn.finish(nil, worst)
+	s.skipWaiting(ctx)
+	if s.worst != nil {
+		return rn.finish(nil, s.worst)
 	}
 	outputs := map[string]any{}
 	if len(rn.wf.Spec.Outputs) > 0 {
@@ -239,6 +257,34 @@ func (rn *run) execute(ctx context.Context) *Result {
 		}
 	}
 	return rn.finish(outputs, nil)
+}
+
+// skipWaiting records every task never started as task.skipped with the
+// reason; a run cancelled before any failure ends cancelled.
+func (s *scheduler) skipWaiting(ctx context.Context) {
+	rn := s.rn
+	reason := ""
+	switch {
+	case s.stop != nil:
+		reason = fmt.Sprintf("task %s ended %s", s.stopBy, stateFor(s.stop.Code, s.stop.Err))
+	case ctx.Err() != nil:
+		reason = "run cancelled"
+	}
+	for i, t := range s.tasks {
+		if s.state[i] != tsWaiting {
+			continue
+		}
+		s.state[i] = tsSkipped
+		why := reason
+		if why == "" { // a task it needs failed: unreachable unless the graph has a cycle
+			why = "a task it needs did not succeed"
+		}
+		rn.later(events.Record{Stream: taskStream(t.ID, rn.nextAttempt(t.ID)), Type: projector.TypeTaskSkipped,
+			Payload: projector.TaskSkipped{TaskID: t.ID, Attempt: rn.nextAttempt(t.ID), Reason: why}})
+		if s.worst == nil && s.stop == nil && ctx.Err() != nil {
+			s.worst = &Error{RunID: rn.id, Code: ExitCancelled, Err: fmt.Errorf("task %s: %s", t.ID, why)}
+		}
+	}
 }
 
 // containsCarry reports whether c is in list or chained to one of its

@@ -65,7 +65,7 @@ func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *log
 func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error, next *projector.TaskRetryScheduled) (any, *Error) {
 	fin := projector.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
 	if err != nil {
-		fin.State, fin.Error, fin.ErrorKind = stateForExit(code), err.Error(), string(transport.KindOf(err))
+		fin.State, fin.Error, fin.ErrorKind = stateFor(code, err), err.Error(), string(transport.KindOf(err))
 	} else {
 		fin.Output, _ = json.Marshal(out)
 	}

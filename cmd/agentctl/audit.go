@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/ed25519"
 	"fmt"
 	"io"
@@ -26,6 +27,12 @@ What a verified export proves:
 		Example: `  agentctl audit export run-0190c3f2-... -o run.audit.jsonl --sign-key file:audit.key
   agentctl audit verify run.audit.jsonl --public-key audit.pub`,
 	}
+	cmd.AddCommand(a.auditExportCmd(), a.auditVerifyCmd())
+	return cmd
+}
+
+// auditExportCmd is `audit export RUN_ID`.
+func (a *app) auditExportCmd() *cobra.Command {
 	var file, signKey string
 	export := &cobra.Command{
 		Use:   "export RUN_ID",
@@ -51,59 +58,16 @@ What a verified export proves:
   agentctl audit export run-0190c3f2-... --sign-key env:AUDIT_SIGNING_KEY -o run.audit.jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var opts events.ExportOptions
-			if signKey != "" {
-				k, err := loadSigningKey(signKey)
-				if err != nil {
-					return err
-				}
-				opts.SignKey = k
-			}
-			return a.withExistingDB(cmd.Context(), func(db *events.DB) error {
-				id, err := projector.ResolveRun(cmd.Context(), db, args[0])
-				if err != nil {
-					return err
-				}
-				w, done := io.Writer(a.stdout), func() error { return nil }
-				if file != "" && file != "-" {
-					f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-					if err != nil {
-						return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--out %q: %w", file, err)}
-					}
-					bw := bufio.NewWriter(f)
-					w, done = bw, func() error {
-						if err := bw.Flush(); err != nil {
-							_ = f.Close()
-							return err
-						}
-						return f.Close()
-					}
-				}
-				h, err := db.ExportWith(cmd.Context(), w, id, opts)
-				if err != nil {
-					// A broken chain is found before anything is written:
-					// no empty or partial file is left behind.
-					if derr := done(); derr == nil && file != "" && file != "-" {
-						_ = os.Remove(file)
-					}
-					return err
-				}
-				if err := done(); err != nil {
-					return &events.Error{Op: "write audit file", Path: file, Err: err}
-				}
-				if file != "" && file != "-" {
-					signed := "unsigned"
-					if h.Signature != nil {
-						signed = "signed by " + h.Signature.KeyID
-					}
-					fmt.Fprintf(a.stderr, "exported %d events of %s to %s (final hash %s, chain %s, %s)\n", h.EventCount, h.RunID, file, h.FinalHash, h.Chain, signed)
-				}
-				return nil
-			})
+			return a.auditExport(cmd.Context(), args[0], file, signKey)
 		},
 	}
 	export.Flags().StringVarP(&file, "out", "o", "", "write to this file instead of stdout")
 	export.Flags().StringVar(&signKey, "sign-key", "", "sign the header with this Ed25519 private key (PEM, PKCS #8): file:PATH or env:VAR")
+	return export
+}
+
+// auditVerifyCmd is `audit verify FILE`.
+func (a *app) auditVerifyCmd() *cobra.Command {
 	var pubKey string
 	verify := &cobra.Command{
 		Use:   "verify FILE",
@@ -122,61 +86,118 @@ What a verified export proves:
   agentctl audit verify run.audit.jsonl --public-key audit.pub
   agentctl audit verify - < run.audit.jsonl --output json`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			var opts events.VerifyOptions
-			if pubKey != "" {
-				b, err := os.ReadFile(pubKey)
-				if err != nil {
-					return usageErr("--public-key %q: %w", pubKey, err)
-				}
-				if opts.PublicKey, err = events.ParsePublicKey(b); err != nil {
-					return usageErr("--public-key %q: %w", pubKey, err)
-				}
-			}
-			var r io.Reader = os.Stdin
-			if args[0] != "-" {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return usageErr("audit file %q: %w", args[0], err)
-				}
-				defer f.Close()
-				r = f
-			}
-			rep, err := events.VerifyExport(r, opts)
-			if err != nil {
-				return &exitError{code: workflow.ExitFailed, err: fmt.Errorf("audit verify %s: %w", args[0], err)}
-			}
-			h := rep.Header
-			signature := "none"
-			switch {
-			case rep.SignatureVerified:
-				signature = "verified"
-			case rep.Signed:
-				signature = "present, not checked (no --public-key)"
-			}
-			data := map[string]any{"file": args[0], "format": h.Format, "runId": h.RunID, "events": rep.Events, "finalSeq": h.EventCount,
-				"finalHash": h.FinalHash, "workflowDigest": h.WorkflowDigest, "chain": rep.Chain, "chainSpans": rep.Spans, "signature": signature}
-			if h.Signature != nil {
-				data["signedBy"] = h.Signature.KeyID
-			}
-			if a.output != "human" {
-				return a.printJSON(a.stdout, "AuditVerify", true, data)
-			}
-			fmt.Fprintf(a.stdout, "ok: %d events of %s verified (chain %s, final hash %s)\n", rep.Events, clean(h.RunID), rep.Chain, h.FinalHash)
-			switch {
-			case rep.SignatureVerified:
-				fmt.Fprintf(a.stdout, "signature: verified, key %s: the header (final seq %d, head hash) is as the key holder exported it\n", h.Signature.KeyID, h.EventCount)
-			case rep.Signed:
-				fmt.Fprintf(a.stdout, "signature: by %s, NOT checked: pass --public-key to detect a cut or edited file\n", clean(h.Signature.KeyID))
-			default:
-				fmt.Fprintln(a.stdout, "signature: none: the file is consistent, which does not prove it is whole or unedited (see --help)")
-			}
-			return nil
-		},
+		RunE: func(_ *cobra.Command, args []string) error { return a.auditVerify(args[0], pubKey) },
 	}
 	verify.Flags().StringVar(&pubKey, "public-key", "", "require a header signature by this Ed25519 public key (PEM file)")
-	cmd.AddCommand(export, verify)
-	return cmd
+	return verify
+}
+
+// auditExport writes the events of run ref to file (stdout when "" or
+// "-"), signed with the key signKey names when set.
+func (a *app) auditExport(ctx context.Context, ref, file, signKey string) error {
+	var opts events.ExportOptions
+	if signKey != "" {
+		k, err := loadSigningKey(signKey)
+		if err != nil {
+			return err
+		}
+		opts.SignKey = k
+	}
+	return a.withExistingDB(ctx, func(db *events.DB) error {
+		id, err := projector.ResolveRun(ctx, db, ref)
+		if err != nil {
+			return err
+		}
+		w, done := io.Writer(a.stdout), func() error { return nil }
+		if file != "" && file != "-" {
+			f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+			if err != nil {
+				return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--out %q: %w", file, err)}
+			}
+			bw := bufio.NewWriter(f)
+			w, done = bw, func() error {
+				if err := bw.Flush(); err != nil {
+					_ = f.Close()
+					return err
+				}
+				return f.Close()
+			}
+		}
+		h, err := db.ExportWith(ctx, w, id, opts)
+		if err != nil {
+			// A broken chain is found before anything is written:
+			// no empty or partial file is left behind.
+			if derr := done(); derr == nil && file != "" && file != "-" {
+				_ = os.Remove(file)
+			}
+			return err
+		}
+		if err := done(); err != nil {
+			return &events.Error{Op: "write audit file", Path: file, Err: err}
+		}
+		if file != "" && file != "-" {
+			signed := "unsigned"
+			if h.Signature != nil {
+				signed = "signed by " + h.Signature.KeyID
+			}
+			fmt.Fprintf(a.stderr, "exported %d events of %s to %s (final hash %s, chain %s, %s)\n", h.EventCount, h.RunID, file, h.FinalHash, h.Chain, signed)
+		}
+		return nil
+	})
+}
+
+// auditVerify verifies the export in file ("-": stdin), with the public
+// key in pubKey when set.
+func (a *app) auditVerify(file, pubKey string) error {
+	var opts events.VerifyOptions
+	if pubKey != "" {
+		b, err := os.ReadFile(pubKey)
+		if err != nil {
+			return usageErr("--public-key %q: %w", pubKey, err)
+		}
+		if opts.PublicKey, err = events.ParsePublicKey(b); err != nil {
+			return usageErr("--public-key %q: %w", pubKey, err)
+		}
+	}
+	var r io.Reader = os.Stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return usageErr("audit file %q: %w", file, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	rep, err := events.VerifyExport(r, opts)
+	if err != nil {
+		return &exitError{code: workflow.ExitFailed, err: fmt.Errorf("audit verify %s: %w", file, err)}
+	}
+	h := rep.Header
+	signature := "none"
+	switch {
+	case rep.SignatureVerified:
+		signature = "verified"
+	case rep.Signed:
+		signature = "present, not checked (no --public-key)"
+	}
+	data := map[string]any{"file": file, "format": h.Format, "runId": h.RunID, "events": rep.Events, "finalSeq": h.EventCount,
+		"finalHash": h.FinalHash, "workflowDigest": h.WorkflowDigest, "chain": rep.Chain, "chainSpans": rep.Spans, "signature": signature}
+	if h.Signature != nil {
+		data["signedBy"] = h.Signature.KeyID
+	}
+	if a.output != "human" {
+		return a.printJSON(a.stdout, "AuditVerify", true, data)
+	}
+	fmt.Fprintf(a.stdout, "ok: %d events of %s verified (chain %s, final hash %s)\n", rep.Events, clean(h.RunID), rep.Chain, h.FinalHash)
+	switch {
+	case rep.SignatureVerified:
+		fmt.Fprintf(a.stdout, "signature: verified, key %s: the header (final seq %d, head hash) is as the key holder exported it\n", h.Signature.KeyID, h.EventCount)
+	case rep.Signed:
+		fmt.Fprintf(a.stdout, "signature: by %s, NOT checked: pass --public-key to detect a cut or edited file\n", clean(h.Signature.KeyID))
+	default:
+		fmt.Fprintln(a.stdout, "signature: none: the file is consistent, which does not prove it is whole or unedited (see --help)")
+	}
+	return nil
 }
 
 // loadSigningKey reads the --sign-key reference (file:PATH or env:VAR);

@@ -14,8 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/migrations"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -48,6 +46,9 @@ type app struct {
 type exitError struct {
 	code  int
 	runID string
+	// class, when set, names the failure where the code alone would not
+	// (a policy refusal shares exit 3 with uncertain).
+	class workflow.Class
 	err   error
 	// next are the commands that apply to the run now (human output
 	// prints them last, one a line).
@@ -64,7 +65,7 @@ func (e *exitError) Unwrap() error { return e.err }
 func invalid(err error) error {
 	var ds spec.Diagnostics
 	if errors.As(err, &ds) && ds.PolicyOnly() {
-		return &exitError{code: workflow.ExitUncertain, err: err}
+		return &exitError{code: workflow.ClassPolicyDenied.Code(), class: workflow.ClassPolicyDenied, err: err}
 	}
 	return &exitError{code: workflow.ExitInvalid, err: err}
 }
@@ -89,8 +90,8 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	code, runID := classify(ctx, err)
-	a.printError(err, code, runID)
+	code, class, runID := classify(ctx, err)
+	a.printError(err, code, class, runID)
 	var ee *exitError
 	if a.output == "human" && errors.As(err, &ee) {
 		for _, c := range ee.next {
@@ -156,6 +157,7 @@ refused, listing the runs it matches. A call (effect) id takes any unique prefix
 	root.AddCommand(a.checkCmd(), a.mcpCmd(), a.schemaCmd())
 	root.AddCommand(a.runsCmd(), a.auditCmd(), a.dbCmd(), a.replayCmd())
 	root.AddCommand(a.resumeCmd(), a.effectsCmd(), a.submitCmd(), a.workerCmd())
+	root.AddCommand(exitCodesTopic())
 	return root
 }
 
@@ -274,7 +276,7 @@ func (a *app) printJSON(w io.Writer, kind string, ok bool, data any) error {
 	return enc.Encode(envelope{APIVersion: APIVersion, Kind: kind, OK: ok, Data: data})
 }
 
-func (a *app) printError(err error, code int, runID string) {
+func (a *app) printError(err error, code int, class workflow.Class, runID string) {
 	if a.output == "json" || a.output == "jsonl" {
 		var rid any
 		if runID != "" {
@@ -283,7 +285,7 @@ func (a *app) printError(err error, code int, runID string) {
 		enc := json.NewEncoder(a.stderr)
 		enc.SetEscapeHTML(false)
 		_ = enc.Encode(envelope{APIVersion: APIVersion, Kind: "Error", OK: false,
-			Error: map[string]any{"message": err.Error(), "class": errorClass(err, code), "exitCode": code, "runId": rid}})
+			Error: map[string]any{"message": err.Error(), "class": class, "exitCode": code, "runId": rid}})
 		return
 	}
 	// Error text may quote a server (an error message, a tool's content):
@@ -296,47 +298,4 @@ func (a *app) printError(err error, code int, runID string) {
 	if runID != "" {
 		fmt.Fprintf(a.stderr, "run: %s (agentctl inspect %s)\n", runID, runID)
 	}
-}
-
-// classify maps an error to its exit code and run id (README.md, "Commands").
-func classify(ctx context.Context, err error) (int, string) {
-	var ee *exitError
-	if errors.As(err, &ee) {
-		c, rid := ee.code, ee.runID
-		var we *workflow.Error
-		if rid == "" && errors.As(err, &we) {
-			rid = we.RunID
-		}
-		return c, rid
-	}
-	var we *workflow.Error
-	if errors.As(err, &we) {
-		return we.Code, we.RunID
-	}
-	var ds spec.Diagnostics
-	if errors.As(err, &ds) {
-		if ds.PolicyOnly() {
-			return workflow.ExitUncertain, ""
-		}
-		return workflow.ExitInvalid, ""
-	}
-	var amb *projector.AmbiguousError
-	if errors.Is(err, projector.ErrUnknownRun) || errors.Is(err, projector.ErrUnknownEffect) || errors.As(err, &amb) {
-		return workflow.ExitInvalid, ""
-	}
-	if errors.Is(err, migrations.ErrNewerSchema) {
-		return workflow.ExitStorage, ""
-	}
-	var se *events.Error
-	var ce *events.ChainError
-	if errors.As(err, &se) || errors.As(err, &ce) {
-		// A stored chain that does not recompute is a storage fault, as
-		// when resume, replay or inspect --verify find it (an audit file
-		// that does not verify is `audit verify`'s exit 4, decided there).
-		return workflow.ExitStorage, ""
-	}
-	if ctx.Err() != nil {
-		return workflow.ExitCancelled, ""
-	}
-	return 1, ""
 }

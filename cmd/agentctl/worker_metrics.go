@@ -16,13 +16,14 @@ import (
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/worker"
 )
 
 // `agentctl worker --metrics-addr`: Prometheus metrics on /metrics and a
 // database health check on /healthz. The numbers come from two seams:
 // events.DB.ObserveCommits (every durable commit: its latency, and the
 // committed events, from which claims, call outcomes and redispatches are
-// read) and workflow.Worker.Finished (how each run this worker took ended
+// read) and worker.Worker.Finished (how each run this worker took ended
 // its part). Each worker has a registry of its own, never the global one.
 
 // metricsPrefix starts every metric name agentctl's worker exports.
@@ -131,7 +132,7 @@ func (m *workerMetrics) observeCommit(ci events.CommitInfo) {
 
 // runFinished counts a run this worker let go of (not one another process
 // took first).
-func (m *workerMetrics) runFinished(r workflow.WorkerRun) {
+func (m *workerMetrics) runFinished(r worker.Result) {
 	if !r.Skipped {
 		m.finished.WithLabelValues(r.State).Inc()
 	}
@@ -201,7 +202,7 @@ func metricsListenAddr(addr string) (listen, warning string, err error) {
 // and Finished it hooks) and returns the function that stops it. An empty
 // addr serves nothing; a bare ":PORT" binds loopback (metricsListenAddr).
 // A bind failure is a usage error (exit 2) naming the address.
-func (a *app) serveWorkerMetrics(addr string, w *workflow.Worker) (stop func(), err error) {
+func (a *app) serveWorkerMetrics(addr string, w *worker.Worker) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -219,7 +220,7 @@ func (a *app) serveWorkerMetrics(addr string, w *workflow.Worker) (stop func(), 
 	m := newWorkerMetrics(w.DB)
 	w.DB.ObserveCommits(m.observeCommit)
 	finished := w.Finished
-	w.Finished = func(r workflow.WorkerRun) {
+	w.Finished = func(r worker.Result) {
 		m.runFinished(r)
 		if finished != nil {
 			finished(r)

@@ -151,7 +151,21 @@ func New(opts Options) *Server {
 		s.calls[n] = new(atomic.Int64)
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: Name, Version: Version}, sopts)
+	s.addLookupTools()
+	s.addEffectTools()
+	if opts.Protocol == Protocol20260728 {
+		s.addModernTools()
+	}
+	s.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		Stateless:      opts.Stateless || opts.Protocol == Protocol20260728,
+		JSONResponse:   opts.JSONResponse,
+		SessionTimeout: opts.SessionTimeout,
+	})
+	return s
+}
 
+// addLookupTools registers the read-only tools: search, get, analyze, echo.
+func (s *Server) addLookupTools() {
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:        "search",
 		Description: "Search the demo corpus; deterministic.",
@@ -194,7 +208,11 @@ func New(opts Options) *Server {
 	}, countTyped(s, "echo", func(_ context.Context, _ *mcp.CallToolRequest, in Message) (*mcp.CallToolResult, Message, error) {
 		return nil, in, nil
 	}))
+}
 
+// addEffectTools registers the tools that fail or change state: fail,
+// bad_output, counter.
+func (s *Server) addEffectTools() {
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:        "fail",
 		Description: "Always fail with the given message (isError result).",
@@ -233,16 +251,6 @@ func New(opts Options) *Server {
 	}, countTyped(s, "counter", func(_ context.Context, _ *mcp.CallToolRequest, _ Empty) (*mcp.CallToolResult, CounterOutput, error) {
 		return nil, CounterOutput{Count: s.counter.Add(1)}, nil
 	}))
-
-	if opts.Protocol == Protocol20260728 {
-		s.addModernTools()
-	}
-	s.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-		Stateless:      opts.Stateless || opts.Protocol == Protocol20260728,
-		JSONResponse:   opts.JSONResponse,
-		SessionTimeout: opts.SessionTimeout,
-	})
-	return s
 }
 
 func (s *Server) analyze(ctx context.Context, req *mcp.CallToolRequest, in AnalyzeInput) (*mcp.CallToolResult, AnalyzeOutput, error) {

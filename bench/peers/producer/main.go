@@ -8,7 +8,7 @@
 // submit is the producer of agentctl's many-runs shapes: what `agentctl
 // submit` calls (workflow.Runner.Submit), without a process per run. run
 // and queue measure agentctl through its Go API alone (workflow.Runner.Run,
-// workflow.Worker), with no process start in the timed part: they print
+// worker.Worker), with no process start in the timed part: they print
 // the timed part's wall and CPU as JSON on stdout.
 //
 // It is a module of its own that requires agentctl alone, so it is built
@@ -30,6 +30,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
+	"github.com/agentctl/agentctl/workflow/worker"
 )
 
 func main() {
@@ -98,8 +99,8 @@ func run(args []string) error {
 			return err
 		}
 		err = part("drain", func() error {
-			// NewRunner is required: workflow.Worker calls it without a nil check.
-			w := &workflow.Worker{DB: edb, Concurrency: *conc, Drain: true, NewRunner: func() *workflow.Runner { return &workflow.Runner{} }}
+			// NewRunner is required: worker.Worker calls it without a nil check.
+			w := &worker.Worker{DB: edb, Concurrency: *conc, Drain: true, NewRunner: func() *workflow.Runner { return &workflow.Runner{} }}
 			done, err := w.Run(ctx)
 			if err != nil {
 				return err

@@ -1,4 +1,4 @@
-package workflow_test
+package worker_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/worker"
 )
 
 // TestWorker_LeaseTakeover (PostgreSQL): while worker A's at_most_once
@@ -23,7 +24,7 @@ func TestWorker_LeaseTakeover(t *testing.T) {
 	a := testkit.OpenDB(t, dsn, events.Options{LeaseTTL: time.Minute})
 	b := testkit.OpenDB(t, dsn, events.Options{LeaseTTL: time.Minute})
 	ctx := context.Background()
-	tool := actTool(nil)
+	tool := actTool()
 	act := tool.Handler
 	calls := 0
 	tool.Handler = func(ctx context.Context, c *mcptest.Call) (*mcptest.Result, error) {
@@ -41,11 +42,11 @@ func TestWorker_LeaseTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	newRunner := func() *workflow.Runner { return &workflow.Runner{} }
-	outA, err := (&workflow.Worker{DB: a, Drain: true, Name: "worker-a", NewRunner: newRunner}).Run(ctx)
+	outA, err := (&worker.Worker{DB: a, Drain: true, Name: "worker-a", NewRunner: newRunner}).Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(outA) != 1 || outA[0].State != workflow.StateLeaseLost || outA[0].Error == nil ||
+	if len(outA) != 1 || outA[0].State != worker.StateLeaseLost || outA[0].Error == nil ||
 		*outA[0].Error != "run "+id+": lease lost at epoch 1; another worker owns it" {
 		t.Fatalf("worker A = %+v; want run %s lease_lost at epoch 1", outA, id)
 	}
@@ -63,7 +64,7 @@ func TestWorker_LeaseTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	var resumed []string
-	outB, err := (&workflow.Worker{DB: b, Drain: true, Name: "worker-b", NewRunner: newRunner,
+	outB, err := (&worker.Worker{DB: b, Drain: true, Name: "worker-b", NewRunner: newRunner,
 		Started: func(id string, r bool) {
 			if r {
 				resumed = append(resumed, id)

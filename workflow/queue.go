@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
@@ -91,15 +90,6 @@ func (r *Runner) RunQueued(ctx context.Context, runID, worker string) (*Result, 
 	return rn.execute(ctx), nil
 }
 
-// WorkerName is this process's name in run.started: host/pid.
-func WorkerName() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "localhost"
-	}
-	return fmt.Sprintf("%s/%d", host, os.Getpid())
-}
-
 // stopping reports whether Runner.Stop was closed.
 func (rn *run) stopping() bool {
 	if rn.r.Stop == nil {
@@ -122,55 +112,4 @@ func (rn *run) stopped() *Result {
 		return &Result{RunID: rn.id, State: "running", ExitCode: ExitStorage, Err: &Error{RunID: rn.id, Code: ExitStorage, Err: fmt.Errorf("stop: record the last outcome: %w", err)}}
 	}
 	return &Result{RunID: rn.id, State: "running", ExitCode: ExitCancelled, Err: &Error{RunID: rn.id, Code: ExitCancelled, Err: ErrStopped}}
-}
-
-// Candidate is a run a worker may take: queued, or running (then it is an
-// orphan only if Queue.Orphaned says its writer is gone).
-type Candidate struct {
-	RunID string `db:"run_id"`
-	State string `db:"state"`
-}
-
-// Queue is what a worker needs to know beyond the log: which runs it may
-// take, and whether a running run's writer is gone. LocalQueue is the one
-// machine's answer (the runs projection and the per-run kernel lock); a
-// shared database across machines answers with leases instead.
-type Queue interface {
-	// Candidates lists the running runs and at most queued of the queued
-	// ones, in the order to take them.
-	Candidates(ctx context.Context, queued int) ([]Candidate, error)
-	// Orphaned reports whether runID's writer is gone, so that a worker
-	// may resume it (which must still take the run's ownership, and
-	// refuse if another was quicker).
-	Orphaned(runID string) bool
-}
-
-// LocalQueue is the Queue of one database on one machine.
-type LocalQueue struct{ DB *events.DB }
-
-// Candidates lists the runs a worker may take: every running run (they
-// were started earlier; few run at once), then the oldest queued ones (run
-// ids are UUIDv7), at most queued of them, so that a long queue is not
-// read whole each time a run ends. Replays and ad-hoc calls are never
-// resumed by a worker.
-func (q LocalQueue) Candidates(ctx context.Context, queued int) ([]Candidate, error) {
-	var out, next []Candidate
-	x := q.DB.SQL()
-	err := x.SelectContext(ctx, &out, `SELECT run_id, state FROM runs WHERE state = 'running' AND mode = 'run' ORDER BY run_id`)
-	if err == nil {
-		err = x.SelectContext(ctx, &next, x.Rebind(`SELECT run_id, state FROM runs WHERE state = 'queued' AND mode = 'run' ORDER BY run_id LIMIT ?`), queued)
-	}
-	if err != nil {
-		return nil, &events.Error{Op: "list queued runs", Path: q.DB.Path(), Err: err}
-	}
-	return append(out, next...), nil
-}
-
-// Orphaned reports whether runID has no writer: its run lock on the
-// database file can be taken (the kernel drops a process's locks when it dies), or on
-// PostgreSQL nobody holds a live lease. The probe takes nothing; Resume
-// takes the run, and refuses if someone was quicker.
-func (q LocalQueue) Orphaned(runID string) bool {
-	held, err := q.DB.RunHeld(context.Background(), runID)
-	return err == nil && !held
 }

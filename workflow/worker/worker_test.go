@@ -1,4 +1,4 @@
-package workflow_test
+package worker_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/worker"
 )
 
 // barrierTool is act whose first n executions each wait until all n are
@@ -24,7 +25,7 @@ type barrierTool struct {
 }
 
 func (b *barrierTool) def() mcptest.ToolDef {
-	d := actTool(nil)
+	d := actTool()
 	d.Handler = func(ctx context.Context, _ *mcptest.Call) (*mcptest.Result, error) {
 		b.mu.Lock()
 		b.in++
@@ -69,7 +70,7 @@ func TestWorker_RunsQueuedRunsConcurrently(t *testing.T) {
 		}
 		before := db.CommitStats()
 		var started []string
-		w := &workflow.Worker{DB: db, Concurrency: conc, Drain: true, Name: "test-worker",
+		w := &worker.Worker{DB: db, Concurrency: conc, Drain: true, Name: "test-worker",
 			NewRunner: func() *workflow.Runner { return &workflow.Runner{} },
 			Started: func(id string, resumed bool) {
 				if resumed {
