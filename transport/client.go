@@ -70,6 +70,11 @@ type Config struct {
 	// ShutdownGrace is the wait after closing a stdio server's stdin, and
 	// again after SIGTERM to its process group, before SIGKILL; 0 = 2s.
 	ShutdownGrace time.Duration
+	// TraceContext, when set, gives each request its W3C trace context
+	// (traceparent, tracestate; "" = none): sent in params._meta on both
+	// protocol revisions and, over HTTP, as the traceparent and tracestate
+	// headers. nil (telemetry off) adds nothing.
+	TraceContext func() (traceparent, tracestate string)
 }
 
 // Frame is one protocol step handed to the Sink, already redacted of secret values.
