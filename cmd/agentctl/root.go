@@ -40,6 +40,8 @@ type app struct {
 	// stop cancels the command (its context), with the cause: a closed
 	// stdout ends the run as Ctrl-C does, recorded and resumable.
 	stop context.CancelCauseFunc
+	// tel is the command's OpenTelemetry export; nil until a runner asks.
+	tel *telemetryState
 }
 
 // exitError carries an exit code (README.md, "Commands") and the run it concerns.
@@ -154,6 +156,7 @@ refused, listing the runs it matches. A call (effect) id takes any unique prefix
 	root.AddCommand(a.checkCmd(), a.mcpCmd(), a.schemaCmd())
 	root.AddCommand(a.runsCmd(), a.auditCmd(), a.dbCmd(), a.replayCmd())
 	root.AddCommand(a.resumeCmd(), a.effectsCmd(), a.submitCmd(), a.workerCmd())
+	root.AddCommand(a.traceCmd())
 	return root
 }
 
@@ -240,6 +243,7 @@ func (a *app) withDB(ctx context.Context, fn func(*events.DB) error) error {
 		return err
 	}
 	defer db.Close()
+	defer a.closeTelemetry() // before the database closes: it records how far it exported
 	return fn(db)
 }
 
@@ -251,6 +255,7 @@ func (a *app) withExistingDB(ctx context.Context, fn func(*events.DB) error) err
 		return err
 	}
 	defer db.Close()
+	defer a.closeTelemetry() // before the database closes: it records how far it exported
 	return fn(db)
 }
 

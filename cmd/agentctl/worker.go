@@ -76,6 +76,7 @@ Leases of runs that stopped are released, so another worker resumes them at once
 			w := &workflow.Worker{DB: db, Concurrency: concurrency, Drain: drain, Grace: grace, Poll: poll,
 				NewRunner: func() *workflow.Runner {
 					r := &workflow.Runner{UserAgent: "agentctl/" + version}
+					a.wireTelemetry(db, r)
 					if testHooks.runner != nil {
 						testHooks.runner(r)
 					}
@@ -119,6 +120,7 @@ Leases of runs that stopped are released, so another worker resumes them at once
 				return err
 			}
 			defer stopMetrics()
+			a.startTelemetry(db)
 			runs, err := w.Run(cmd.Context())
 			if errors.Is(err, workflow.ErrGraceExpired) {
 				// Runs are still appending: leave the database open, the
@@ -126,6 +128,7 @@ Leases of runs that stopped are released, so another worker resumes them at once
 				return &exitError{code: workflow.ExitCancelled, err: err}
 			}
 			defer db.Close()
+			defer a.closeTelemetry() // before the database closes
 			if err != nil {
 				return err
 			}
