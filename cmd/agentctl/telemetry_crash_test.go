@@ -75,6 +75,13 @@ func TestTelemetry_KillResumeOneTrace(t *testing.T) {
 		!slices.Equal(again.Links, []string{first.SpanID}) || again.Attrs["agentctl.redispatch"] != "true" || again.Attrs["agentctl.call.state"] != "succeeded" {
 		t.Fatalf("interrupted %+v\nredispatch %+v", first, again)
 	}
+	// Every request, those the killed process sent included, went out in
+	// this trace, with the id of its exported span.
+	for id := range toldSpans(t, db, runID, traceID) {
+		if s, ok := ids[id]; !ok || s.Kind.String() != "SPAN_KIND_CLIENT" {
+			t.Fatalf("a request was sent as span %s, which the trace does not have as a CLIENT span", id)
+		}
+	}
 	if got := spanNames(spans); len(got) != 12 {
 		// run, 3 tasks, initialize+tools/list twice (the resume opens a new
 		// session), search, get twice, analyze

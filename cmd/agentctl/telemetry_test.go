@@ -95,28 +95,7 @@ func TestTelemetry_ParallelExampleTrace(t *testing.T) {
 		t.Fatalf("run span has parent %s", run.ParentID)
 	}
 	// The span ids the server was told are the request spans' ids.
-	told := map[string]bool{}
-	for _, e := range logOf(t, db, runID) {
-		if e.Type != "mcp.request" {
-			continue
-		}
-		var f projector.Frame
-		if err := e.Decode(&f); err != nil {
-			t.Fatal(err)
-		}
-		var body struct {
-			Params struct {
-				Meta map[string]string `json:"_meta"`
-			} `json:"params"`
-		}
-		_ = json.Unmarshal(f.Body, &body)
-		tp := body.Params.Meta["traceparent"]
-		sc, ok := telemetry.ParseTraceparent(tp)
-		if !ok || sc.TraceID().String() != traceID {
-			t.Fatalf("request %s carries traceparent %q, want one in trace %s", f.Method, tp, traceID)
-		}
-		told[sc.SpanID().String()] = true
-	}
+	told := toldSpans(t, db, runID, traceID)
 	errs := 0
 	for _, s := range spans {
 		parent, hasParent := byID[s.ParentID]
@@ -177,4 +156,34 @@ func TestTelemetry_ParallelExampleTrace(t *testing.T) {
 		t.Fatalf("histogram counts %v, want 7 operations and 1 session", counts)
 	}
 	t.Logf("examples/parallel.yaml: %d spans in trace %s: %q", len(spans), traceID, spanNames(spans))
+}
+
+// toldSpans returns the span ids of the traceparents the run's recorded
+// requests carried (params._meta, as sent), failing the test when one
+// lacks it or names another trace than traceID.
+func toldSpans(t *testing.T, db, runID, traceID string) map[string]bool {
+	t.Helper()
+	told := map[string]bool{}
+	for _, e := range logOf(t, db, runID) {
+		if e.Type != "mcp.request" {
+			continue
+		}
+		var f projector.Frame
+		if err := e.Decode(&f); err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Params struct {
+				Meta map[string]any `json:"_meta"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(f.Body, &body)
+		tp, _ := body.Params.Meta["traceparent"].(string)
+		sc, ok := telemetry.ParseTraceparent(tp)
+		if !ok || sc.TraceID().String() != traceID {
+			t.Fatalf("request %s (seq %d) carries traceparent %q, want one in trace %s", f.Method, e.Seq, tp, traceID)
+		}
+		told[sc.SpanID().String()] = true
+	}
+	return told
 }
