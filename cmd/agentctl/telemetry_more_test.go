@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/otlptest"
+	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector/telemetry"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -194,5 +196,102 @@ func TestTelemetry_OffCostsNothing(t *testing.T) {
 	e := events.Event{RunID: "run-x", Seq: 1, Type: "run.created"}
 	if n := testing.AllocsPerRun(1000, func() { p.Observe(e) }); n != 0 {
 		t.Fatalf("a nil pipeline's Observe allocates %v times", n)
+	}
+}
+
+// TestTelemetry_StdioIsPipe: a stdio server's request spans say
+// network.transport=pipe and name no server address; the trace context
+// goes in params._meta (there are no headers).
+func TestTelemetry_StdioIsPipe(t *testing.T) {
+	rcv := otlptest.Start(t)
+	otelEnv(t, rcv.Endpoint)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "a.db")
+	wf := stdioWorkflow(t, "demo", filepath.Join(dir, "starts"), "echo", "idempotent", "")
+	out, stderr, code := cli(t, "run", wf, "--db", db, "--output", "json")
+	if code != 0 {
+		t.Fatalf("run exit %d: %s", code, stderr)
+	}
+	runID := jsonRunID(t, out)
+	told := toldSpans(t, db, runID, telemetry.TraceID(runID).String())
+	calls := 0
+	for _, s := range rcv.Spans() {
+		if s.Kind.String() != "SPAN_KIND_CLIENT" {
+			continue
+		}
+		if s.Attrs["network.transport"] != "pipe" || s.Attrs["server.address"] != "" || !told[s.SpanID] {
+			t.Fatalf("%s: %v (told the server: %v)", s.Name, s.Attrs, told[s.SpanID])
+		}
+		if s.Name == "tools/call echo" {
+			calls++
+		}
+	}
+	if calls != 2 {
+		t.Fatalf("%d tools/call echo spans, want 2: %q", calls, spanNames(rcv.Spans()))
+	}
+}
+
+// TestTelemetry_ServerDown: a request that never got an answer because
+// the server refused the connection ends with the task attempt's error
+// kind as error.type (not "interrupted"), status ERROR, and the run span
+// says how the run ended.
+func TestTelemetry_ServerDown(t *testing.T) {
+	rcv := otlptest.Start(t)
+	otelEnv(t, rcv.Endpoint)
+	db := filepath.Join(t.TempDir(), "a.db")
+	_, _, code := cli(t, "run", writeWorkflow(t, "http://127.0.0.1:1/mcp"), "--db", db, "--output", "json")
+	if code == 0 {
+		t.Fatal("a run against a closed port succeeded")
+	}
+	var init, run otlptest.Span
+	for _, s := range rcv.Spans() {
+		switch {
+		case s.Name == "initialize":
+			init = s
+		case strings.HasPrefix(s.Name, "run "):
+			run = s
+		}
+	}
+	if e := init.Attrs["error.type"]; e == "" || e == "interrupted" || init.Status.String() != "STATUS_CODE_ERROR" {
+		t.Fatalf("initialize span %+v", init)
+	}
+	if run.Status.String() != "STATUS_CODE_ERROR" || run.Attrs["agentctl.run.state"] != "failed" || run.StatusMessage == "" {
+		t.Fatalf("run span %+v", run)
+	}
+}
+
+// TestTelemetry_WorkerRunsSubmitted: a run submitted under TRACEPARENT
+// and executed by a worker is exported by the worker, in the caller's
+// trace, on SQLite and PostgreSQL (where the worker records its mark).
+func TestTelemetry_WorkerRunsSubmitted(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) { testTelemetryWorker(t, b.DSN(t)) })
+}
+
+func testTelemetryWorker(t *testing.T, db string) {
+	rcv := otlptest.Start(t)
+	otelEnv(t, rcv.Endpoint)
+	const tid = "5b8efff798038103d269b633813fc60c"
+	t.Setenv("TRACEPARENT", "00-"+tid+"-eee19b7ec3c1b174-01")
+	_, url := demotest.StartTest(t, demoserver.Options{})
+	if _, stderr, code := cli(t, "submit", writeWorkflow(t, url), "--db", db); code != 0 {
+		t.Fatalf("submit: %s", stderr)
+	}
+	t.Setenv("TRACEPARENT", "")
+	if _, stderr, code := cli(t, "worker", "--drain", "--db", db); code != 0 {
+		t.Fatalf("worker: %s", stderr)
+	}
+	spans := rcv.Spans()
+	if len(spans) != 9 {
+		t.Fatalf("%d spans from the worker, want 9: %q", len(spans), spanNames(spans))
+	}
+	for _, s := range spans {
+		if s.TraceID != tid {
+			t.Fatalf("span %s in trace %s, want the submitter's %s", s.Name, s.TraceID, tid)
+		}
+	}
+	runID := spans[0].Attrs["agentctl.run.id"]
+	evs := logOf(t, db, runID)
+	if mark, err := openLog(t, db).TelemetryMark(context.Background(), runID); err != nil || mark != evs[len(evs)-1].Seq {
+		t.Fatalf("mark %d (%v), want %d", mark, err, evs[len(evs)-1].Seq)
 	}
 }

@@ -60,6 +60,7 @@ type point struct {
 // (and, for tools/call, the call's next state).
 type request struct {
 	sp       *span
+	task     string // taskID/attempt that sent it
 	effect   string
 	answered bool
 	errType  string
@@ -149,6 +150,15 @@ func (f *fold) add(e events.Event) {
 	case *projector.TaskFinished:
 		k := taskKey(p.TaskID, p.Attempt)
 		if sp := f.tasks[k]; sp != nil {
+			for _, r := range f.reqs { // sent, never answered: the attempt ended on its failure
+				if r.task == k && !r.answered {
+					r.errType = bounded(p.ErrorKind, maxToolName)
+					if r.errType == "" {
+						r.errType = "no_response"
+					}
+					f.answer(r, at, e.Seq)
+				}
+			}
 			f.settleTask(p.TaskID, p.Attempt, e.Seq)
 			sp.end = at
 			sp.attrs = append(sp.attrs, attribute.String("agentctl.task.state", p.State))
@@ -340,7 +350,7 @@ func (f *fold) request(e events.Event, p *projector.Frame, key string, at time.T
 		attrs = append(attrs, attribute.String("mcp.protocol.version", proto))
 	}
 	sp.name, sp.attrs = name, attrs
-	f.reqs[key] = &request{sp: sp, effect: p.EffectID}
+	f.reqs[key] = &request{sp: sp, task: taskKey(p.TaskID, p.Attempt), effect: p.EffectID}
 }
 
 // answer ends a request span at its response (or failure): a tools/call
