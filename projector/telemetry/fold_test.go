@@ -19,7 +19,9 @@ type logb struct {
 	t0  time.Time
 }
 
-func newLog(run string) *logb { return &logb{run: run, t0: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+func newLog(run string) *logb {
+	return &logb{run: run, t0: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
 
 func (l *logb) add(typ string, payload any) *logb {
 	b, err := json.Marshal(payload)
@@ -53,7 +55,7 @@ func (l *logb) fold(mark int64) ([]*span, []point) {
 func attr(s *span, k string) string {
 	for _, a := range s.attrs {
 		if string(a.Key) == k {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""
