@@ -155,7 +155,7 @@ func TestTelemetry_ParallelExampleTrace(t *testing.T) {
 	if counts[telemetry.MetricOperationDuration] != 7 || counts[telemetry.MetricSessionDuration] != 1 {
 		t.Fatalf("histogram counts %v, want 7 operations and 1 session", counts)
 	}
-	t.Logf("examples/parallel.yaml: %d spans in trace %s: %q", len(spans), traceID, spanNames(spans))
+	t.Logf("examples/parallel.yaml: run %s: %d spans in trace %s: %q", runID, len(spans), traceID, spanNames(spans))
 }
 
 // toldSpans returns the span ids of the traceparents the run's recorded
