@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"slices"
@@ -293,5 +295,45 @@ func testTelemetryWorker(t *testing.T, db string) {
 	evs := logOf(t, db, runID)
 	if mark, err := openLog(t, db).TelemetryMark(context.Background(), runID); err != nil || mark != evs[len(evs)-1].Seq {
 		t.Fatalf("mark %d (%v), want %d", mark, err, evs[len(evs)-1].Seq)
+	}
+}
+
+// TestTelemetry_EncryptedDatabase: with payloads sealed, the fold opens
+// them with the database's key: the same spans, the request span ids read
+// back from the sealed request frames, and `trace export` agrees.
+func TestTelemetry_EncryptedDatabase(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "a.db")
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	t.Setenv("MY_KEY", base64.StdEncoding.EncodeToString(key))
+	if _, stderr, code := cli(t, "db", "encryption", "enable", "--key-id", "k1", "--key-env", "MY_KEY", "--db", db); code != 0 {
+		t.Fatalf("enable exit %d: %s", code, stderr)
+	}
+	t.Setenv("AGENTCTL_KEY_K1", base64.StdEncoding.EncodeToString(key))
+	rcv := otlptest.Start(t)
+	otelEnv(t, rcv.Endpoint)
+	_, url := demotest.StartTest(t, demoserver.Options{})
+	out, stderr, code := cli(t, "run", writeWorkflow(t, url), "--db", db, "--output", "json")
+	if code != 0 {
+		t.Fatalf("run exit %d: %s", code, stderr)
+	}
+	runID := jsonRunID(t, out)
+	for _, e := range logOf(t, db, runID) {
+		if e.Type == "mcp.request" && !e.Sealed() {
+			t.Fatalf("request frame in clear: the test proves nothing: %s", e.Payload)
+		}
+	}
+	told := toldSpans(t, db, runID, telemetry.TraceID(runID).String())
+	clients := 0
+	for _, s := range rcv.Spans() {
+		if s.Kind.String() == "SPAN_KIND_CLIENT" {
+			clients++
+			if !told[s.SpanID] || s.Attrs["mcp.protocol.version"] == "" {
+				t.Fatalf("%s: %v", s.Name, s.Attrs)
+			}
+		}
+	}
+	if len(rcv.Spans()) != 9 || clients != 5 {
+		t.Fatalf("%d spans (%d client): %q", len(rcv.Spans()), clients, spanNames(rcv.Spans()))
 	}
 }

@@ -112,7 +112,7 @@ func TestTelemetry_ParallelExampleTrace(t *testing.T) {
 			if !hasParent || !strings.HasPrefix(parent.Name, "task ") {
 				t.Fatalf("%s: parent %q, want a task span", s.Name, parent.Name)
 			}
-			for _, k := range []string{"mcp.method.name", "jsonrpc.request.id", "network.transport", "server.address", "server.port"} {
+			for _, k := range []string{"mcp.method.name", "jsonrpc.request.id", "network.transport", "server.address", "server.port", "mcp.protocol.version"} {
 				if s.Attrs[k] == "" {
 					t.Fatalf("%s: no %s in %v", s.Name, k, s.Attrs)
 				}

@@ -285,10 +285,14 @@ func (f *fold) frame(e events.Event, p *projector.Frame, at time.Time) {
 				Code int `json:"code"`
 			} `json:"error"`
 			Result *struct {
-				IsError bool `json:"isError"`
+				IsError         bool   `json:"isError"`
+				ProtocolVersion string `json:"protocolVersion"` // initialize
 			} `json:"result"`
 		}
 		if json.Unmarshal(p.Body, &m) == nil {
+			if m.Result != nil && m.Result.ProtocolVersion != "" && attrOf(r.sp, "mcp.protocol.version") == "" {
+				r.sp.attrs = append(r.sp.attrs, attribute.String("mcp.protocol.version", bounded(m.Result.ProtocolVersion, maxToolName)))
+			}
 			switch {
 			case m.Error != nil:
 				r.errType = strconv.Itoa(m.Error.Code)
@@ -469,9 +473,11 @@ func (f *fold) tool(name string) string {
 	return name
 }
 
-func spanMethod(sp *span) string {
+func spanMethod(sp *span) string { return attrOf(sp, "mcp.method.name") }
+
+func attrOf(sp *span, key attribute.Key) string {
 	for _, a := range sp.attrs {
-		if a.Key == "mcp.method.name" {
+		if a.Key == key {
 			return a.Value.AsString()
 		}
 	}
