@@ -82,6 +82,9 @@ func (a *app) closeTelemetry() {
 	p := a.tel.p
 	a.tel.p = nil
 	_ = p.Close(context.Background())
+	if n := p.Exporter().Dropped(); n > 0 {
+		fmt.Fprintf(a.stderr, "telemetry: %d span(s) not exported (the collector failed or was too slow); `agentctl trace export RUN_ID` sends a run's trace again\n", n)
+	}
 }
 
 // traceParentOpts records the caller's W3C trace context (TRACEPARENT,
