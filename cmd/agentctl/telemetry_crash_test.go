@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,8 +44,13 @@ func TestTelemetry_KillResumeOneTrace(t *testing.T) {
 		if s.TraceID != traceID {
 			t.Fatalf("span %s in trace %s, want %s", s.Name, s.TraceID, traceID)
 		}
-		if _, dup := ids[s.SpanID]; dup {
-			t.Fatalf("span %s %s exported twice", s.Name, s.SpanID)
+		if prev, dup := ids[s.SpanID]; dup {
+			// At least once: a process killed between an export and its
+			// mark sends the batch again, as the same spans.
+			if prev.Name != s.Name || prev.ParentID != s.ParentID || prev.StartNano != s.StartNano {
+				t.Fatalf("span id %s names %s and %s", s.SpanID, prev.Name, s.Name)
+			}
+			continue
 		}
 		ids[s.SpanID] = s
 		switch {
@@ -82,7 +88,7 @@ func TestTelemetry_KillResumeOneTrace(t *testing.T) {
 			t.Fatalf("a request was sent as span %s, which the trace does not have as a CLIENT span", id)
 		}
 	}
-	if got := spanNames(spans); len(got) != 12 {
+	if got := spanNames(slices.Collect(maps.Values(ids))); len(got) != 12 {
 		// run, 3 tasks, initialize+tools/list twice (the resume opens a new
 		// session), search, get twice, analyze
 		t.Fatalf("%d spans %q, want 12", len(got), got)
