@@ -52,6 +52,9 @@ func (db *DB) Prune(ctx context.Context, runIDs []string, also PruneFunc) error 
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("prune: %w: %s", ErrNoRun, id)
 		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM settings WHERE name = ?`, telemetryMarkPrefix+id); err != nil {
+			return fmt.Errorf("prune %s: delete telemetry mark: %w", id, classify(err))
+		}
 		if also != nil {
 			if err := also(ctx, tx, id); err != nil {
 				return fmt.Errorf("prune %s: %w", id, err)

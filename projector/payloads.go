@@ -41,6 +41,11 @@ type RunCreated struct {
 	// Queued marks a run recorded by `submit`: nothing runs until a worker
 	// claims it with run.started (seq 2, compare-and-append after seq 1).
 	Queued bool `json:"queued,omitempty"`
+	// TraceParent and TraceState are the W3C trace context the run was
+	// started under (the TRACEPARENT and TRACESTATE variables): its
+	// telemetry is a child of that trace, on resume too.
+	TraceParent string `json:"traceParent,omitempty"`
+	TraceState  string `json:"traceState,omitempty"`
 }
 
 // RunStarted is a worker's claim of a queued run: the first event after

@@ -79,6 +79,12 @@ type Config struct {
 	// credentials (transport/oauth.Authorizer) and answers the server's 401
 	// and 403 insufficient_scope challenges.
 	Authorizer Authorizer
+
+	// TraceContext, when set, gives each request its W3C trace context
+	// (traceparent, tracestate; "" = none): sent in params._meta on both
+	// protocol revisions and, over HTTP, as the traceparent and tracestate
+	// headers. nil (telemetry off) adds nothing.
+	TraceContext func() (traceparent, tracestate string)
 }
 
 // Authorizer supplies a server's OAuth credentials; *oauth.Authorizer

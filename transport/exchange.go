@@ -61,6 +61,9 @@ type exchange struct {
 	// of a tools/call's x-mcp-header arguments.
 	name   string
 	params map[string]string
+
+	// trace is the request's W3C trace context (Config.TraceContext).
+	trace [2]string
 }
 
 type wireRequest struct {
@@ -84,6 +87,9 @@ func (s *Session) roundTrip(ctx context.Context, method string, params any, sink
 			params = s.withMeta(params)
 		}
 		x.name, x.params = s.standardHeaders(method, params)
+	}
+	if id != nil && s.c.cfg.TraceContext != nil {
+		params = x.withTrace(params)
 	}
 	body, err := canonjson.Marshal(wireRequest{JSONRPC: "2.0", ID: x.id, Method: method, Params: params})
 	if err != nil {
@@ -268,6 +274,7 @@ func (x *exchange) post() (*http.Response, error) {
 	if x.s.stateless() {
 		x.setStandardHeaders(req.Header)
 	}
+	x.setTraceHeaders(req.Header)
 	return x.do(req)
 }
 

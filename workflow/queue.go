@@ -34,7 +34,8 @@ func runCreated(id string, wf *spec.Workflow, inputs map[string]any, opts RunOpt
 		servers[name] = s.URL
 	}
 	return projector.RunCreated{RunID: id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
-		Inputs: inputs, Mode: opts.Mode, SourceRunID: opts.SourceRunID, Servers: servers, Command: opts.Command}
+		Inputs: inputs, Mode: opts.Mode, SourceRunID: opts.SourceRunID, Servers: servers, Command: opts.Command,
+		TraceParent: opts.TraceParent, TraceState: opts.TraceState}
 }
 
 // Submit records a run of wf with the resolved inputs as queued and

@@ -46,6 +46,9 @@ type Runner struct {
 	// Jitter, when set, turns a retry's computed wait into the one used
 	// (recorded in task.retry_scheduled, so resume and replay reuse it).
 	Jitter func(time.Duration) time.Duration
+	// TraceContext, when set, gives the transport of a run's remotes its
+	// per-request W3C trace context (telemetry on); nil sends none.
+	TraceContext func(runID string) func() (traceparent, tracestate string)
 	// Stop, when set and closed, stops the run before its next task starts,
 	// without run.finished: the run stays resumable (the worker's graceful
 	// shutdown). Tasks in flight finish first.
@@ -59,6 +62,9 @@ type RunOptions struct {
 	Command     string
 	// Concurrency, when > 0, overrides spec.concurrency (`run --concurrency N`).
 	Concurrency int
+	// TraceParent and TraceState (W3C trace context), recorded in
+	// run.created: the run's telemetry continues the caller's trace.
+	TraceParent, TraceState string
 }
 
 // Result is how a run ended.

@@ -322,6 +322,9 @@ func (rn *run) conn(remote string) (Conn, error) {
 	}
 	cfg.UserAgent = rn.r.UserAgent
 	cfg.Getenv = rn.r.Getenv
+	if rn.r.TraceContext != nil && !rn.replay {
+		cfg.TraceContext = rn.r.TraceContext(rn.id)
+	}
 	conn, err := d.Dial(remote, cfg)
 	if err != nil {
 		return nil, err

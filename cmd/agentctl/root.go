@@ -40,6 +40,8 @@ type app struct {
 	stop context.CancelCauseFunc
 	// dialer, when set, opens the remotes of runs (ad hoc OAuth flags).
 	dialer workflow.Dialer
+	// tel is the command's OpenTelemetry export; nil until a runner asks.
+	tel *telemetryState
 }
 
 // exitError carries an exit code (README.md, "Commands") and the run it concerns.
@@ -158,6 +160,7 @@ refused, listing the runs it matches. A call (effect) id takes any unique prefix
 	root.AddCommand(a.runsCmd(), a.auditCmd(), a.dbCmd(), a.replayCmd())
 	root.AddCommand(a.resumeCmd(), a.effectsCmd(), a.submitCmd(), a.workerCmd())
 	root.AddCommand(exitCodesTopic())
+	root.AddCommand(a.traceCmd())
 	return root
 }
 
@@ -244,6 +247,7 @@ func (a *app) withDB(ctx context.Context, fn func(*events.DB) error) error {
 		return err
 	}
 	defer db.Close()
+	defer a.closeTelemetry() // before the database closes: it records how far it exported
 	return fn(db)
 }
 
@@ -255,6 +259,7 @@ func (a *app) withExistingDB(ctx context.Context, fn func(*events.DB) error) err
 		return err
 	}
 	defer db.Close()
+	defer a.closeTelemetry() // before the database closes: it records how far it exported
 	return fn(db)
 }
 

@@ -85,6 +85,7 @@ func (a *app) execRun(ctx context.Context, wf *spec.Workflow, inputs map[string]
 	if err := requireSecrets(wf); err != nil {
 		return err
 	}
+	traceParentOpts(&opts)
 	return a.withDB(ctx, func(db *events.DB) error {
 		r := a.runner(db)
 		res, err := r.Run(ctx, wf, inputs, opts)
@@ -133,6 +134,7 @@ func (a *app) runner(db *events.DB) *workflow.Runner {
 		}
 		r.Observe = a.prog.observe
 	}
+	a.wireTelemetry(db, r)
 	if testHooks.runner != nil {
 		testHooks.runner(r)
 	}

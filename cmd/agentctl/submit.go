@@ -37,8 +37,10 @@ queued (run.created with "queued": true) and prints its id. Nothing is sent to a
 			if err != nil {
 				return err
 			}
+			opts := workflow.RunOptions{Command: "submit"}
+			traceParentOpts(&opts)
 			return a.withDB(cmd.Context(), func(db *events.DB) error {
-				id, err := (&workflow.Runner{DB: db}).Submit(cmd.Context(), wf, inputs, workflow.RunOptions{Command: "submit"})
+				id, err := (&workflow.Runner{DB: db}).Submit(cmd.Context(), wf, inputs, opts)
 				if err != nil {
 					return err
 				}

@@ -105,6 +105,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 		return err
 	}
 	defer stopMetrics()
+	a.startTelemetry(db)
 	runs, err := w.Run(ctx)
 	if errors.Is(err, worker.ErrGraceExpired) {
 		// Runs are still appending: leave the database open, the
@@ -112,6 +113,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 		return &exitError{code: workflow.ExitCancelled, err: err}
 	}
 	defer db.Close()
+	defer a.closeTelemetry() // before the database closes
 	if err != nil {
 		return err
 	}
@@ -143,6 +145,7 @@ func (a *app) newWorker(db *events.DB, f workerFlags) *worker.Worker {
 	return &worker.Worker{DB: db, Concurrency: f.concurrency, Drain: f.drain, Grace: f.grace, Poll: f.poll,
 		NewRunner: func() *workflow.Runner {
 			r := &workflow.Runner{UserAgent: "agentctl/" + version}
+			a.wireTelemetry(db, r)
 			if testHooks.runner != nil {
 				testHooks.runner(r)
 			}
