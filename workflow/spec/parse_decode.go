@@ -206,7 +206,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		if t == secretRefType && strings.Contains(path, ".auth.") {
-			d.fail(n, path, "must be a secret reference {env: NAME} or {file: PATH}, got a literal %s (its value is not shown: a secret written in the file should be rotated)", n.ShortTag()[2:])
+			d.fail(n, path, "must be a secret reference {env: NAME} or {file: PATH}, got a literal value (not shown: a secret written in a workflow file should be rotated)")
 			return
 		}
 		if t == secretRefType {
