@@ -70,7 +70,28 @@ type Config struct {
 	// ShutdownGrace is the wait after closing a stdio server's stdin, and
 	// again after SIGTERM to its process group, before SIGKILL; 0 = 2s.
 	ShutdownGrace time.Duration
+
+	// Authorizer, when set, authorizes every HTTP request with OAuth
+	// credentials (transport/oauth.Authorizer) and answers the server's 401
+	// and 403 insufficient_scope challenges.
+	Authorizer Authorizer
 }
+
+// Authorizer supplies a server's OAuth credentials; *oauth.Authorizer
+// (package transport/oauth) implements it. A 401 is answered once per
+// request (the request is re-sent: a 401 means it did not execute); a 403
+// insufficient_scope up to MaxStepUps times.
+type Authorizer interface {
+	// Authorize sets req's Authorization (and DPoP) headers.
+	Authorize(ctx context.Context, req *http.Request) error
+	// OnUnauthorized answers a 401 (refresh, or a new grant); nil: re-send.
+	OnUnauthorized(ctx context.Context, resp *http.Response) error
+	// OnForbidden answers a 403 (step-up on insufficient_scope); nil: re-send.
+	OnForbidden(ctx context.Context, resp *http.Response) error
+}
+
+// MaxStepUps bounds the insufficient_scope re-authorizations of one request.
+const MaxStepUps = 2
 
 // Frame is one protocol step handed to the Sink, already redacted of secret values.
 type Frame struct {

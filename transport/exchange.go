@@ -171,9 +171,13 @@ func (x *exchange) outFrame() Frame {
 	return Frame{Dir: "out", Kind: kind, Method: x.method, ID: x.id, Body: x.body}
 }
 
-// run performs the POST, with one credential refresh on 401.
+// run performs the POST, with one credential refresh on 401 and up to
+// MaxStepUps re-authorizations on 403 insufficient_scope (with an
+// Authorizer). Neither status means the request executed, so the same
+// message (same id) is re-sent whatever its idempotency.
 func (x *exchange) run() (*message, error) {
-	for attempt := 0; ; attempt++ {
+	refreshed, stepUps := false, 0
+	for {
 		x.sent.Store(false)
 		if err := x.emit(x.outFrame()); err != nil {
 			return nil, err
@@ -183,14 +187,56 @@ func (x *exchange) run() (*message, error) {
 			return nil, err
 		}
 		x.status = resp.StatusCode
-		if resp.StatusCode == http.StatusUnauthorized && attempt == 0 {
+		auth := x.s.c.cfg.Authorizer
+		switch {
+		case resp.StatusCode == http.StatusUnauthorized && !refreshed:
+			refreshed = true
 			if err := x.httpError(resp); err != nil {
 				return nil, err
 			}
+			if auth != nil {
+				if err := x.authorize(auth.OnUnauthorized, resp); err != nil {
+					return nil, err
+				}
+			}
 			continue // re-resolve every secret reference and resend the same message, same id
+		case resp.StatusCode == http.StatusForbidden && auth != nil && stepUps < MaxStepUps && insufficientScope(resp.Header):
+			stepUps++
+			if err := x.httpError(resp); err != nil {
+				return nil, err
+			}
+			if err := x.authorize(auth.OnForbidden, resp); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		return x.handle(resp)
 	}
+}
+
+// authorize runs an Authorizer's answer to resp's challenge, the
+// inactivity timer paused (a login may wait for the user). Its failure is
+// KindUnauthorized: the request was refused, not executed.
+func (x *exchange) authorize(answer func(context.Context, *http.Response) error, resp *http.Response) error {
+	x.idle.Stop()
+	err := answer(x.rctx, resp)
+	x.idle.Reset(x.s.c.timeout)
+	if err != nil {
+		return &Error{Op: x.op, Kind: KindUnauthorized, Status: resp.StatusCode, Sent: true,
+			Message: fmt.Sprintf("http %d: authorization failed", resp.StatusCode), Err: err}
+	}
+	return nil
+}
+
+// insufficientScope reports whether h's WWW-Authenticate carries
+// error="insufficient_scope".
+func insufficientScope(h http.Header) bool {
+	for _, v := range h.Values("WWW-Authenticate") {
+		if strings.Contains(v, "insufficient_scope") {
+			return true
+		}
+	}
+	return false
 }
 
 func (x *exchange) post() (*http.Response, error) {
@@ -241,6 +287,14 @@ func (s *Session) setHeaders(req *http.Request, withSecrets bool) error {
 			}
 			c.red.add(v)
 			req.Header.Set(name, v)
+		}
+		if c.cfg.Authorizer != nil {
+			if err := c.cfg.Authorizer.Authorize(req.Context(), req); err != nil {
+				return &Error{Op: "secret", Kind: KindUnauthorized, Message: "authorization failed", Err: err}
+			}
+			if _, tok, ok := strings.Cut(req.Header.Get("Authorization"), " "); ok {
+				c.red.add(tok)
+			}
 		}
 	}
 	req.Header.Set("Origin", Origin)
@@ -558,6 +612,15 @@ func (x *exchange) resume(attempt int) (*http.Response, error) {
 		if refreshed {
 			return nil, &Error{Op: x.op, Kind: KindUnauthorized, Status: resp.StatusCode, Sent: true, Accepted: true,
 				Message: fmt.Sprintf("server refused the credentials twice when resuming the stream (attempt %d)", attempt)}
+		}
+		if auth := x.s.c.cfg.Authorizer; auth != nil {
+			if err := x.authorize(auth.OnUnauthorized, resp); err != nil {
+				var te *Error
+				if errors.As(err, &te) {
+					te.Accepted = true // the request was accepted before its stream broke
+				}
+				return nil, err
+			}
 		}
 	}
 }

@@ -28,6 +28,7 @@ type adhoc struct {
 	timeout      time.Duration
 	allowPrivate bool
 	protocol     string
+	oauth        oauthFlags
 }
 
 func (f *adhoc) register(cmd *cobra.Command) {
@@ -35,6 +36,7 @@ func (f *adhoc) register(cmd *cobra.Command) {
 	durationVar(cmd, false, &f.timeout, "timeout", 60*time.Second, "inactivity timeout, restarted by every frame; whole seconds, at least 1")
 	cmd.Flags().BoolVar(&f.allowPrivate, "allow-private", false, "allow loopback and private addresses (needed for 127.0.0.1)")
 	cmd.Flags().StringVar(&f.protocol, "protocol", "", "MCP revision to speak: 2025-11-25 (default), 2026-07-28 (stateless), or auto (server/discover, falling back to initialize)")
+	f.oauth.register(cmd)
 }
 
 // literalHeaderEnv is the environment variable prefix a literal --header
@@ -201,6 +203,9 @@ func (a *app) mcpToolsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := a.withOAuth(&f.oauth, to); err != nil {
+				return err
+			}
 			if err := requireSecrets(wf); err != nil {
 				return err
 			}
@@ -273,6 +278,9 @@ func (a *app) mcpCallCmd() *cobra.Command {
 			}
 			wf, err := f.workflowForTarget(a.stderr, to, rest[0], idem, obj)
 			if err != nil {
+				return err
+			}
+			if err := a.withOAuth(&f.oauth, to); err != nil {
 				return err
 			}
 			if elicit != nil {

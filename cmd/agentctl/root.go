@@ -40,6 +40,8 @@ type app struct {
 	// stop cancels the command (its context), with the cause: a closed
 	// stdout ends the run as Ctrl-C does, recorded and resumable.
 	stop context.CancelCauseFunc
+	// dialer, when set, opens the remotes of runs (ad hoc OAuth flags).
+	dialer workflow.Dialer
 }
 
 // exitError carries an exit code (README.md, "Commands") and the run it concerns.

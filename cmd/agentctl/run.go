@@ -107,7 +107,7 @@ func requireSecrets(wf *spec.Workflow) error {
 
 // runner builds a workflow.Runner wired to this invocation's output.
 func (a *app) runner(db *events.DB) *workflow.Runner {
-	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version}
+	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version, Dialer: a.dialer}
 	switch a.output {
 	case "jsonl":
 		closed := false

@@ -26,6 +26,9 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) == 2 && args[0] == "--browse" {
+		return browse(args[1])
+	}
 	if len(args) == 0 {
 		return errors.New("usage: client SERVER_URL (the suite passes the URL as the last argument)")
 	}
@@ -42,6 +45,9 @@ func run(args []string) error {
 	defer os.RemoveAll(dir)
 	a := agentctl{bin: bin, db: filepath.Join(dir, "agentctl.db"), protocol: os.Getenv("MCP_CONFORMANCE_PROTOCOL_VERSION")}
 	cmds, ok := scenarios[scenario]
+	if !ok && strings.HasPrefix(scenario, "auth/") {
+		cmds, ok = authCall, true
+	}
 	if !ok {
 		// A scenario this driver has no command for: list the tools, which
 		// every client scenario's server answers; the suite scores the rest.
@@ -53,6 +59,7 @@ func run(args []string) error {
 // agentctl runs the CLI against one scenario's server.
 type agentctl struct {
 	bin, db, protocol string
+	env               []string // added to agentctl's environment
 }
 
 // exec runs agentctl with args (the database and loopback permission
@@ -64,6 +71,7 @@ func (a agentctl) exec(args ...string) ([]byte, error) {
 		full = append(full, "--protocol", a.protocol)
 	}
 	cmd := exec.Command(a.bin, full...)
+	cmd.Env = append(os.Environ(), a.env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	os.Stderr.Write(out)
