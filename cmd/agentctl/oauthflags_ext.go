@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentctl/agentctl/transport/oauth"
+	"github.com/agentctl/agentctl/workflow"
+)
+
+// oauthExtFlags are the ad hoc commands' settings of the OAuth extensions:
+// the client credentials grant (secret or RFC 7523 private key JWT) and
+// DPoP. Secret values only by reference (env or file).
+type oauthExtFlags struct {
+	grant          string
+	privateKeyEnv  string
+	privateKeyFile string
+	privateKeyAlg  string
+	dpop           bool
+}
+
+func (o *oauthExtFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.grant, "oauth-grant", "", "authorization_code (default; a user logs in) or client_credentials (headless: --oauth-client-id with a secret or a private key)")
+	cmd.Flags().StringVar(&o.privateKeyEnv, "oauth-private-key-env", "", "environment variable holding the client's PEM private key (RFC 7523 private_key_jwt)")
+	cmd.Flags().StringVar(&o.privateKeyFile, "oauth-private-key-file", "", "file holding the client's PEM private key (RFC 7523 private_key_jwt)")
+	cmd.Flags().StringVar(&o.privateKeyAlg, "oauth-private-key-alg", "", "JWS algorithm of the private key (RS256, PS256, ES256, ES384, EdDSA); default from the key")
+	cmd.Flags().BoolVar(&o.dpop, "oauth-dpop", false, "bind tokens to a DPoP key (RFC 9449) even when the authorization server does not advertise DPoP")
+}
+
+func (o *oauthExtFlags) on() bool {
+	return o.grant != "" || o.privateKeyEnv != "" || o.privateKeyFile != "" || o.privateKeyAlg != "" || o.dpop
+}
+
+// apply sets the extensions on cfg, resolving the private key reference now.
+func (o *oauthExtFlags) apply(cfg *oauth.Config) error {
+	switch o.grant {
+	case "", string(oauth.GrantAuthorizationCode):
+	case string(oauth.GrantClientCredentials):
+		cfg.Grant = oauth.GrantClientCredentials
+		if cfg.ClientID == "" {
+			return usageErr("--oauth-grant client_credentials needs --oauth-client-id")
+		}
+	default:
+		return usageErr("--oauth-grant %q: want authorization_code or client_credentials", o.grant)
+	}
+	cfg.DPoP = o.dpop
+	cfg.PrivateKeyAlg = o.privateKeyAlg
+	switch {
+	case o.privateKeyEnv != "" && o.privateKeyFile != "":
+		return usageErr("--oauth-private-key-env and --oauth-private-key-file: give one")
+	case o.privateKeyEnv != "":
+		v := os.Getenv(o.privateKeyEnv)
+		if v == "" {
+			return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--oauth-private-key-env %s: the variable is not set", o.privateKeyEnv)}
+		}
+		cfg.PrivateKey = []byte(v)
+	case o.privateKeyFile != "":
+		b, err := os.ReadFile(o.privateKeyFile)
+		if err != nil {
+			return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--oauth-private-key-file: %w", err)}
+		}
+		cfg.PrivateKey = b
+	}
+	if len(cfg.PrivateKey) > 0 && cfg.ClientID == "" {
+		return usageErr("--oauth-private-key-*: a private key needs --oauth-client-id")
+	}
+	return nil
+}
