@@ -322,6 +322,9 @@ func (rn *run) conn(remote string) (Conn, error) {
 	}
 	cfg.UserAgent = rn.r.UserAgent
 	cfg.Getenv = rn.r.Getenv
+	if err := rn.authorize(remote, &cfg); err != nil {
+		return nil, err
+	}
 	conn, err := d.Dial(remote, cfg)
 	if err != nil {
 		return nil, err
