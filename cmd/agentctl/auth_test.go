@@ -32,14 +32,13 @@ type oauthServer struct {
 	*httptest.Server
 	mcp *mcptest.Server
 
-	mu          sync.Mutex
-	tokens      map[string]bool
-	grants      map[string]int // grant_type → tokens issued
-	unauthed    int            // /mcp requests refused with 401
-	codes       map[string]string
-	clientID    string
-	secret      string
-	lastRefresh string
+	mu       sync.Mutex
+	tokens   map[string]bool
+	grants   map[string]int // grant_type → tokens issued
+	unauthed int            // /mcp requests refused with 401
+	codes    map[string]string
+	clientID string
+	secret   string
 }
 
 func newOAuthServer(t *testing.T, clientID, secret string) *oauthServer {

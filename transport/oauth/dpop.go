@@ -2,7 +2,6 @@ package oauth
 
 import (
 	"bytes"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -66,16 +65,6 @@ func parseDPoPKey(raw json.RawMessage) (*dpopKey, error) {
 // marshal is the private JWK (secret: stored only through a Store).
 func (k *dpopKey) marshal() (json.RawMessage, error) {
 	return jose.JSONWebKey{Key: k.priv, Algorithm: string(dpopAlg), Use: "sig"}.MarshalJSON()
-}
-
-// Thumbprint is the key's RFC 7638 SHA-256 thumbprint (base64url): the
-// jkt a DPoP-bound token names in cnf. Not secret.
-func (k *dpopKey) thumbprint() string {
-	tp, err := (&jose.JSONWebKey{Key: k.priv.Public()}).Thumbprint(crypto.SHA256)
-	if err != nil {
-		return ""
-	}
-	return base64.RawURLEncoding.EncodeToString(tp)
 }
 
 // dpopClaims are a proof's claims (RFC 9449 §4.2).

@@ -133,4 +133,3 @@ type authRef struct {
 	path, what string
 	ref        SecretRefSpec
 }
-
