@@ -232,6 +232,9 @@ func (x *exchange) authorize(answer func(context.Context, *http.Response) error,
 	x.idle.Stop()
 	err := answer(x.rctx, resp)
 	x.idle.Reset(x.s.c.timeout)
+	// A login may outlast the server's keep-alive timeout: a pooled
+	// connection it closed meanwhile would reset the re-sent request.
+	x.s.c.http.CloseIdleConnections()
 	if err != nil {
 		return &Error{Op: x.op, Kind: KindUnauthorized, Status: resp.StatusCode, Sent: true,
 			Message: fmt.Sprintf("http %d: authorization failed", resp.StatusCode), Err: err}

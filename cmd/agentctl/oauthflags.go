@@ -97,7 +97,9 @@ func openBrowser(ctx context.Context, stderr io.Writer, u string) error {
 		args = append(args, u)
 	}
 	cmd := exec.CommandContext(ctx, b[0], args...)
-	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if f, ok := stderr.(*os.File); ok { // the browser's own messages, on a terminal; never copied into a buffer written concurrently
+		cmd.Stdout, cmd.Stderr = f, f
+	}
 	// The browser runs beside the wait for its redirect: started, not waited on here.
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("$BROWSER %s: %w", b[0], err)

@@ -18,12 +18,21 @@ import (
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/transport/mcptest"
+	"github.com/agentctl/agentctl/transport/oauth/oauthtest"
 )
 
-// TestMain lets the test binary act as agentctl for subprocess tests, and
+// TestMain lets the test binary act as agentctl for subprocess tests (and
+// as the browser of the OAuth tests, oauth_test.go), and
 // installs the test hooks (hooks_test.go) that the shipping binary lacks.
 func TestMain(m *testing.M) {
 	installTestHooks()
+	if os.Getenv("AGENTCTL_TEST_BROWSER") == "1" { // $BROWSER in the OAuth tests
+		if err := oauthtest.Browser(context.Background(), os.Args[len(os.Args)-1]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv("AGENTCTL_TEST_MAIN") == "1" {
 		main()
 		return
