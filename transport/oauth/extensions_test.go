@@ -28,13 +28,13 @@ import (
 // demanded when nonce is set). It counts what it saw.
 type extServer struct {
 	*httptest.Server
-	method string            // the token endpoint auth method it advertises and accepts
-	pub    crypto.PublicKey  // the client's key, for private_key_jwt
-	dpop   bool              // advertise DPoP
-	nonce  bool              // demand DPoP nonces at the token endpoint and the resource
-	mu     sync.Mutex        //
-	tokens map[string]string // access token → the DPoP jkt it is bound to ("" = bearer)
-	issued int
+	method                               string            // the token endpoint auth method it advertises and accepts
+	pub                                  crypto.PublicKey  // the client's key, for private_key_jwt
+	dpop                                 bool              // advertise DPoP
+	nonce                                bool              // demand DPoP nonces at the token endpoint and the resource
+	mu                                   sync.Mutex        //
+	tokens                               map[string]string // access token → the DPoP jkt it is bound to ("" = bearer)
+	issued                               int
 	asNonceChallenges, rsNonceChallenges int
 	resourceOK                           int
 	errs                                 []string
