@@ -147,7 +147,7 @@ func (a *app) withOAuth(o *oauthFlags, to target) error {
 	if err != nil {
 		return err
 	}
-	auth, err := oauth.NewClient(to.url, cfg, oauth.NewMemStore(), stepPrinter(a.stderr))
+	auth, err := oauth.NewClient(to.url, cfg, oauth.NewMemStore(), stepPrinter(a.stderr), o.ext.clientOptions()...)
 	if err != nil {
 		var ue *exitError
 		if errors.As(err, &ue) {

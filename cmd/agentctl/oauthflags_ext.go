@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,18 +21,22 @@ type oauthExtFlags struct {
 	privateKeyFile string
 	privateKeyAlg  string
 	dpop           bool
+	assertionEnv   string
+	assertionFile  string
 }
 
 func (o *oauthExtFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.grant, "oauth-grant", "", "authorization_code (default; a user logs in) or client_credentials (headless: --oauth-client-id with a secret or a private key)")
+	cmd.Flags().StringVar(&o.grant, "oauth-grant", "", "authorization_code (default; a user logs in), client_credentials (headless: --oauth-client-id with a secret or a private key) or jwt-bearer (workload identity federation: --oauth-assertion-*)")
 	cmd.Flags().StringVar(&o.privateKeyEnv, "oauth-private-key-env", "", "environment variable holding the client's PEM private key (RFC 7523 private_key_jwt)")
 	cmd.Flags().StringVar(&o.privateKeyFile, "oauth-private-key-file", "", "file holding the client's PEM private key (RFC 7523 private_key_jwt)")
 	cmd.Flags().StringVar(&o.privateKeyAlg, "oauth-private-key-alg", "", "JWS algorithm of the private key (RS256, PS256, ES256, ES384, EdDSA); default from the key")
+	cmd.Flags().StringVar(&o.assertionEnv, "oauth-assertion-env", "", "environment variable holding the workload identity JWT (--oauth-grant jwt-bearer)")
+	cmd.Flags().StringVar(&o.assertionFile, "oauth-assertion-file", "", "file holding the workload identity JWT, read at every token request (--oauth-grant jwt-bearer)")
 	cmd.Flags().BoolVar(&o.dpop, "oauth-dpop", false, "bind tokens to a DPoP key (RFC 9449) even when the authorization server does not advertise DPoP")
 }
 
 func (o *oauthExtFlags) on() bool {
-	return o.grant != "" || o.privateKeyEnv != "" || o.privateKeyFile != "" || o.privateKeyAlg != "" || o.dpop
+	return o.grant != "" || o.privateKeyEnv != "" || o.privateKeyFile != "" || o.privateKeyAlg != "" || o.dpop || o.assertionEnv != "" || o.assertionFile != ""
 }
 
 // apply sets the extensions on cfg, resolving the private key reference now.
@@ -42,8 +48,13 @@ func (o *oauthExtFlags) apply(cfg *oauth.Config) error {
 		if cfg.ClientID == "" {
 			return usageErr("--oauth-grant client_credentials needs --oauth-client-id")
 		}
+	case "jwt-bearer":
+		cfg.Grant = oauth.GrantJWTBearer
+		if (o.assertionEnv == "") == (o.assertionFile == "") {
+			return usageErr("--oauth-grant jwt-bearer needs one of --oauth-assertion-env, --oauth-assertion-file")
+		}
 	default:
-		return usageErr("--oauth-grant %q: want authorization_code or client_credentials", o.grant)
+		return usageErr("--oauth-grant %q: want authorization_code, client_credentials or jwt-bearer", o.grant)
 	}
 	cfg.DPoP = o.dpop
 	cfg.PrivateKeyAlg = o.privateKeyAlg
@@ -65,6 +76,31 @@ func (o *oauthExtFlags) apply(cfg *oauth.Config) error {
 	}
 	if len(cfg.PrivateKey) > 0 && cfg.ClientID == "" {
 		return usageErr("--oauth-private-key-*: a private key needs --oauth-client-id")
+	}
+	return nil
+}
+
+// clientOptions are the oauth.Client options of the flags: the workload
+// identity JWT, read when a token is requested (a rotated file is read afresh).
+func (o *oauthExtFlags) clientOptions() []oauth.ClientOption {
+	switch {
+	case o.assertionEnv != "":
+		name := o.assertionEnv
+		return []oauth.ClientOption{oauth.WithAssertion(func(context.Context) (string, error) {
+			if v := os.Getenv(name); v != "" {
+				return v, nil
+			}
+			return "", fmt.Errorf("--oauth-assertion-env %s: the variable is not set", name)
+		})}
+	case o.assertionFile != "":
+		file := o.assertionFile
+		return []oauth.ClientOption{oauth.WithAssertion(func(context.Context) (string, error) {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return "", fmt.Errorf("--oauth-assertion-file: %w", err)
+			}
+			return strings.TrimSpace(string(b)), nil
+		})}
 	}
 	return nil
 }

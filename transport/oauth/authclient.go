@@ -20,6 +20,8 @@ import (
 type Client struct {
 	*Authorizer
 	dpop *dpopState
+	// assertion gives the workload's JWT for GrantJWTBearer.
+	assertion func(context.Context) (string, error)
 
 	mu       sync.Mutex
 	dpopAS   map[string]bool // issuer → advertises ES256 DPoP proofs
@@ -27,12 +29,25 @@ type Client struct {
 	lastDPoP *dpopKey
 }
 
+// ClientOption configures a Client beyond Config.
+type ClientOption func(*Client)
+
+// WithAssertion gives the workload identity JWT of the jwt-bearer grant
+// (GrantJWTBearer): called for every token request, so a token file the
+// platform rotates is read afresh. Its value is a secret.
+func WithAssertion(f func(context.Context) (string, error)) ClientOption {
+	return func(c *Client) { c.assertion = f }
+}
+
 // NewClient returns the Client for the MCP server at serverURL; like New.
-func NewClient(serverURL string, cfg Config, store Store, obs Observer) (*Client, error) {
+func NewClient(serverURL string, cfg Config, store Store, obs Observer, opts ...ClientOption) (*Client, error) {
 	if store == nil {
 		return nil, fmt.Errorf("oauth: nil Store")
 	}
 	c := &Client{dpop: &dpopState{}, dpopAS: map[string]bool{}}
+	for _, o := range opts {
+		o(c)
+	}
 	a, err := New(serverURL, cfg, dpopStore{Store: store, c: c}, obs)
 	if err != nil {
 		return nil, err
@@ -109,7 +124,7 @@ func (c *Client) OnUnauthorized(ctx context.Context, resp *http.Response) error 
 		c.observe(ctx, Step{Kind: StepChallenge, Detail: "401 use_dpop_nonce", URL: withoutQuery(ch.resourceMetadata)})
 		return nil
 	}
-	if c.cfg.Grant != GrantClientCredentials {
+	if !c.headless() {
 		return c.Authorizer.OnUnauthorized(ctx, resp)
 	}
 	c.observe(ctx, Step{Kind: StepChallenge, Scopes: ch.scopes, Detail: "401 " + ch.err, URL: withoutQuery(ch.resourceMetadata)})
@@ -123,7 +138,7 @@ func (c *Client) OnUnauthorized(ctx context.Context, resp *http.Response) error 
 		if cur != nil && cur.AccessToken != "" && cur.AccessToken != refused && !expired(cur) && covers(cur.Scopes, ch.scopes) {
 			return cur, nil // obtained by another worker
 		}
-		return c.clientCredentials(ctx, d, scopes)
+		return c.headlessGrant(ctx, d, scopes)
 	})
 	if err != nil {
 		return err
@@ -132,10 +147,30 @@ func (c *Client) OnUnauthorized(ctx context.Context, resp *http.Response) error 
 	return nil
 }
 
+// headless reports a grant without a user: client credentials, jwt-bearer.
+func (c *Client) headless() bool {
+	return c.cfg.Grant == GrantClientCredentials || c.cfg.Grant == GrantJWTBearer
+}
+
+// headlessGrant obtains a token with the configured headless grant.
+func (c *Client) headlessGrant(ctx context.Context, d *discovery, scopes []string) (*Credentials, error) {
+	if c.cfg.Grant == GrantJWTBearer {
+		if c.assertion == nil {
+			return nil, fmt.Errorf("%w: grant jwt-bearer without an assertion", ErrNotAuthorized)
+		}
+		a, err := c.assertion(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return c.jwtBearer(ctx, d, scopes, a)
+	}
+	return c.clientCredentials(ctx, d, scopes)
+}
+
 // OnForbidden steps up on insufficient_scope; with the client credentials
 // grant by a new client credentials token for the accumulated scopes.
 func (c *Client) OnForbidden(ctx context.Context, resp *http.Response) error {
-	if c.cfg.Grant != GrantClientCredentials {
+	if !c.headless() {
 		return c.Authorizer.OnForbidden(ctx, resp)
 	}
 	ch := parseChallenge(resp.Header)
@@ -151,7 +186,7 @@ func (c *Client) OnForbidden(ctx context.Context, resp *http.Response) error {
 	c.Authorizer.mu.Unlock()
 	c.observe(ctx, Step{Kind: StepStepUp, Issuer: d.asm.Issuer, Scopes: scopes, Detail: "403 insufficient_scope"})
 	next, err := c.store.Update(ctx, c.keyOf(d), func(*Credentials) (*Credentials, error) {
-		return c.clientCredentials(ctx, d, scopes)
+		return c.headlessGrant(ctx, d, scopes)
 	})
 	if err != nil {
 		return err
@@ -162,7 +197,7 @@ func (c *Client) OnForbidden(ctx context.Context, resp *http.Response) error {
 
 // Login obtains credentials now with the configured grant.
 func (c *Client) Login(ctx context.Context) error {
-	if c.cfg.Grant != GrantClientCredentials {
+	if !c.headless() {
 		return c.Authorizer.Login(ctx)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.resource, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))

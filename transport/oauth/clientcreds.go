@@ -31,6 +31,11 @@ import (
 // (recommended: no shared secret). There is no user and no refresh token:
 // a 401 obtains a new token.
 
+// GrantJWTBearer is RFC 7523's JWT-bearer authorization grant, used for
+// workload identity federation (the MCP extension io.modelcontextprotocol/auth/wif):
+// the platform's workload JWT is the grant; no client secret.
+const GrantJWTBearer Grant = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
 // jwtBearerAssertion is RFC 7523's client_assertion_type.
 const jwtBearerAssertion = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
@@ -164,4 +169,23 @@ func parsePrivateKey(pemBytes []byte, alg string) (crypto.Signer, jose.Signature
 		return nil, "", fmt.Errorf("%w: algorithm %s does not fit a %T key (want %v)", errPrivateKey, alg, key, fits)
 	}
 	return key.(crypto.Signer), jose.SignatureAlgorithm(alg), nil
+}
+
+// jwtBearer exchanges a workload identity JWT for a token (RFC 7523 §2.1).
+// A refusal is final: the grant is not retried and no other grant is tried.
+func (a *Authorizer) jwtBearer(ctx context.Context, d *discovery, scopes []string, assertion string) (*Credentials, error) {
+	if len(d.asm.GrantTypesSupported) > 0 && !slices.Contains(d.asm.GrantTypesSupported, string(GrantJWTBearer)) {
+		return nil, fmt.Errorf("%w: authorization server %s does not support the jwt-bearer grant (grant_types_supported %v)", ErrNotAuthorized, d.asm.Issuer, d.asm.GrantTypesSupported)
+	}
+	// x/oauth2's client credentials request with its grant_type replaced
+	// (clientcredentials allows that override): client_id in the form, no secret.
+	conf := clientcredentials.Config{ClientID: a.cfg.ClientID, TokenURL: d.asm.TokenEndpoint, Scopes: scopes, AuthStyle: oauth2.AuthStyleInParams,
+		EndpointParams: url.Values{"grant_type": {string(GrantJWTBearer)}, "assertion": {assertion}, "resource": {d.resource}}}
+	tok, err := conf.Token(a.tokenContext(ctx, d))
+	if err != nil {
+		return nil, tokenError(d, err)
+	}
+	c := credentialsOf(tok, &Credentials{ClientID: a.cfg.ClientID}, scopes)
+	a.observe(ctx, Step{Kind: StepToken, Issuer: d.asm.Issuer, ClientID: a.cfg.ClientID, Scopes: c.Scopes, Resource: d.resource, Detail: "jwt-bearer"})
+	return c, nil
 }

@@ -19,6 +19,9 @@ const cimdURL = "https://conformance-test.local/client-metadata.json"
 // secretEnv carries the context's client secret to agentctl by reference.
 const secretEnv = "AGENTCTL_CONFORMANCE_CLIENT_SECRET"
 
+// assertionEnv carries the context's workload identity JWT by reference.
+const assertionEnv = "AGENTCTL_CONFORMANCE_WORKLOAD_JWT"
+
 // privateKeyEnv carries the context's private key (PEM) by reference.
 const privateKeyEnv = "AGENTCTL_CONFORMANCE_PRIVATE_KEY"
 
@@ -31,6 +34,7 @@ func authCall(a agentctl, u string) error {
 		ClientSecret string `json:"client_secret"`
 		PrivateKey   string `json:"private_key_pem"`
 		SigningAlg   string `json:"signing_algorithm"`
+		WorkloadJWT  string `json:"valid_jwt"`
 	}
 	if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &ctx); err != nil {
@@ -52,6 +56,10 @@ func authCall(a agentctl, u string) error {
 	}
 	if strings.HasPrefix(os.Getenv("MCP_CONFORMANCE_SCENARIO"), "auth/client-credentials") {
 		flags = append(flags, "--oauth-grant", "client_credentials")
+	}
+	if ctx.WorkloadJWT != "" {
+		a.env = append(a.env, assertionEnv+"="+ctx.WorkloadJWT)
+		flags = append(flags, "--oauth-grant", "jwt-bearer", "--oauth-assertion-env", assertionEnv)
 	}
 	if ctx.PrivateKey != "" {
 		a.env = append(a.env, privateKeyEnv+"="+ctx.PrivateKey)
