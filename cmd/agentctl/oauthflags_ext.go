@@ -23,6 +23,9 @@ type oauthExtFlags struct {
 	dpop           bool
 	assertionEnv   string
 	assertionFile  string
+	idpTokenURL    string
+	idpClientID    string
+	idTokenEnv     string
 }
 
 func (o *oauthExtFlags) register(cmd *cobra.Command) {
@@ -32,11 +35,14 @@ func (o *oauthExtFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.privateKeyAlg, "oauth-private-key-alg", "", "JWS algorithm of the private key (RS256, PS256, ES256, ES384, EdDSA); default from the key")
 	cmd.Flags().StringVar(&o.assertionEnv, "oauth-assertion-env", "", "environment variable holding the workload identity JWT (--oauth-grant jwt-bearer)")
 	cmd.Flags().StringVar(&o.assertionFile, "oauth-assertion-file", "", "file holding the workload identity JWT, read at every token request (--oauth-grant jwt-bearer)")
+	cmd.Flags().StringVar(&o.idpTokenURL, "oauth-idp-token-endpoint", "", "enterprise-managed authorization: the IdP's token endpoint, where the ID token is exchanged for an identity assertion grant (--oauth-grant jwt-bearer)")
+	cmd.Flags().StringVar(&o.idpClientID, "oauth-idp-client-id", "", "enterprise-managed authorization: agentctl's client id at the IdP")
+	cmd.Flags().StringVar(&o.idTokenEnv, "oauth-id-token-env", "", "enterprise-managed authorization: environment variable holding the user's ID token from the IdP")
 	cmd.Flags().BoolVar(&o.dpop, "oauth-dpop", false, "bind tokens to a DPoP key (RFC 9449) even when the authorization server does not advertise DPoP")
 }
 
 func (o *oauthExtFlags) on() bool {
-	return o.grant != "" || o.privateKeyEnv != "" || o.privateKeyFile != "" || o.privateKeyAlg != "" || o.dpop || o.assertionEnv != "" || o.assertionFile != ""
+	return o.grant != "" || o.privateKeyEnv != "" || o.privateKeyFile != "" || o.privateKeyAlg != "" || o.dpop || o.assertionEnv != "" || o.assertionFile != "" || o.idpTokenURL != ""
 }
 
 // apply sets the extensions on cfg, resolving the private key reference now.
@@ -50,8 +56,14 @@ func (o *oauthExtFlags) apply(cfg *oauth.Config) error {
 		}
 	case "jwt-bearer":
 		cfg.Grant = oauth.GrantJWTBearer
-		if (o.assertionEnv == "") == (o.assertionFile == "") {
-			return usageErr("--oauth-grant jwt-bearer needs one of --oauth-assertion-env, --oauth-assertion-file")
+		n := 0
+		for _, s := range []string{o.assertionEnv, o.assertionFile, o.idpTokenURL} {
+			if s != "" {
+				n++
+			}
+		}
+		if n != 1 || (o.idpTokenURL != "") != (o.idTokenEnv != "") {
+			return usageErr("--oauth-grant jwt-bearer needs one of --oauth-assertion-env, --oauth-assertion-file, or --oauth-idp-token-endpoint with --oauth-id-token-env")
 		}
 	default:
 		return usageErr("--oauth-grant %q: want authorization_code, client_credentials or jwt-bearer", o.grant)
@@ -84,9 +96,17 @@ func (o *oauthExtFlags) apply(cfg *oauth.Config) error {
 // identity JWT, read when a token is requested (a rotated file is read afresh).
 func (o *oauthExtFlags) clientOptions() []oauth.ClientOption {
 	switch {
+	case o.idpTokenURL != "":
+		name := o.idTokenEnv
+		return []oauth.ClientOption{oauth.WithAssertion(oauth.IDJAG(o.idpTokenURL, o.idpClientID, func(context.Context) (string, error) {
+			if v := os.Getenv(name); v != "" {
+				return v, nil
+			}
+			return "", fmt.Errorf("--oauth-id-token-env %s: the variable is not set", name)
+		}, nil))}
 	case o.assertionEnv != "":
 		name := o.assertionEnv
-		return []oauth.ClientOption{oauth.WithAssertion(func(context.Context) (string, error) {
+		return []oauth.ClientOption{oauth.WithAssertion(func(context.Context, string, string) (string, error) {
 			if v := os.Getenv(name); v != "" {
 				return v, nil
 			}
@@ -94,7 +114,7 @@ func (o *oauthExtFlags) clientOptions() []oauth.ClientOption {
 		})}
 	case o.assertionFile != "":
 		file := o.assertionFile
-		return []oauth.ClientOption{oauth.WithAssertion(func(context.Context) (string, error) {
+		return []oauth.ClientOption{oauth.WithAssertion(func(context.Context, string, string) (string, error) {
 			b, err := os.ReadFile(file)
 			if err != nil {
 				return "", fmt.Errorf("--oauth-assertion-file: %w", err)

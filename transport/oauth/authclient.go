@@ -20,8 +20,9 @@ import (
 type Client struct {
 	*Authorizer
 	dpop *dpopState
-	// assertion gives the workload's JWT for GrantJWTBearer.
-	assertion func(context.Context) (string, error)
+	// assertion gives the JWT of GrantJWTBearer for an authorization
+	// server (issuer) and resource.
+	assertion func(ctx context.Context, issuer, resource string) (string, error)
 
 	mu       sync.Mutex
 	dpopAS   map[string]bool // issuer → advertises ES256 DPoP proofs
@@ -32,10 +33,12 @@ type Client struct {
 // ClientOption configures a Client beyond Config.
 type ClientOption func(*Client)
 
-// WithAssertion gives the workload identity JWT of the jwt-bearer grant
-// (GrantJWTBearer): called for every token request, so a token file the
-// platform rotates is read afresh. Its value is a secret.
-func WithAssertion(f func(context.Context) (string, error)) ClientOption {
+// WithAssertion gives the JWT of the jwt-bearer grant (GrantJWTBearer):
+// a workload identity token (workload identity federation), or an
+// identity assertion grant from the enterprise's IdP (IDJAG). It is called
+// for every token request, so a token file the platform rotates is read
+// afresh. Its value is a secret.
+func WithAssertion(f func(ctx context.Context, issuer, resource string) (string, error)) ClientOption {
 	return func(c *Client) { c.assertion = f }
 }
 
@@ -158,7 +161,7 @@ func (c *Client) headlessGrant(ctx context.Context, d *discovery, scopes []strin
 		if c.assertion == nil {
 			return nil, fmt.Errorf("%w: grant jwt-bearer without an assertion", ErrNotAuthorized)
 		}
-		a, err := c.assertion(ctx)
+		a, err := c.assertion(ctx, d.asm.Issuer, d.resource)
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"time"
@@ -181,6 +182,12 @@ func (a *Authorizer) jwtBearer(ctx context.Context, d *discovery, scopes []strin
 	// (clientcredentials allows that override): client_id in the form, no secret.
 	conf := clientcredentials.Config{ClientID: a.cfg.ClientID, TokenURL: d.asm.TokenEndpoint, Scopes: scopes, AuthStyle: oauth2.AuthStyleInParams,
 		EndpointParams: url.Values{"grant_type": {string(GrantJWTBearer)}, "assertion": {assertion}, "resource": {d.resource}}}
+	if a.cfg.ClientSecret != "" { // a confidential client (enterprise-managed authorization)
+		conf.ClientSecret = a.cfg.ClientSecret
+		if authMethod(d, &Credentials{ClientID: a.cfg.ClientID, ClientSecret: a.cfg.ClientSecret}) == "client_secret_basic" {
+			conf.AuthStyle = oauth2.AuthStyleInHeader
+		}
+	}
 	tok, err := conf.Token(a.tokenContext(ctx, d))
 	if err != nil {
 		return nil, tokenError(d, err)
@@ -188,4 +195,47 @@ func (a *Authorizer) jwtBearer(ctx context.Context, d *discovery, scopes []strin
 	c := credentialsOf(tok, &Credentials{ClientID: a.cfg.ClientID}, scopes)
 	a.observe(ctx, Step{Kind: StepToken, Issuer: d.asm.Issuer, ClientID: a.cfg.ClientID, Scopes: c.Scopes, Resource: d.resource, Detail: "jwt-bearer"})
 	return c, nil
+}
+
+// Token types of the identity assertion authorization grant.
+const (
+	tokenTypeIDToken = "urn:ietf:params:oauth:token-type:id_token"
+	tokenTypeIDJAG   = "urn:ietf:params:oauth:token-type:id-jag"
+	grantTokenExch   = "urn:ietf:params:oauth:grant-type:token-exchange"
+)
+
+// IDJAG returns a WithAssertion source for enterprise-managed
+// authorization (the MCP extension
+// io.modelcontextprotocol/enterprise-managed-authorization): the user's
+// ID token from the enterprise IdP is exchanged there (RFC 8693 token
+// exchange at idpTokenURL, as idpClientID) for an Identity Assertion JWT
+// Authorization Grant (ID-JAG) whose audience is the MCP server's
+// authorization server and resource the MCP server; that ID-JAG is the
+// jwt-bearer grant. idToken is called for each exchange (a secret).
+// client, nil for a default one, makes the exchange.
+func IDJAG(idpTokenURL, idpClientID string, idToken func(context.Context) (string, error), client *http.Client) func(ctx context.Context, issuer, resource string) (string, error) {
+	return func(ctx context.Context, issuer, resource string) (string, error) {
+		if err := checkSecure(idpTokenURL); err != nil {
+			return "", err
+		}
+		tok, err := idToken(ctx)
+		if err != nil {
+			return "", err
+		}
+		conf := clientcredentials.Config{ClientID: idpClientID, TokenURL: idpTokenURL, AuthStyle: oauth2.AuthStyleInParams,
+			EndpointParams: url.Values{"grant_type": {grantTokenExch}, "subject_token": {tok}, "subject_token_type": {tokenTypeIDToken},
+				"requested_token_type": {tokenTypeIDJAG}, "audience": {issuer}, "resource": {resource}}}
+		if client == nil {
+			client = &http.Client{Timeout: httpTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		}
+		jag, err := conf.Token(context.WithValue(ctx, oauth2.HTTPClient, client))
+		if err != nil {
+			var re *oauth2.RetrieveError
+			if errors.As(err, &re) {
+				return "", fmt.Errorf("%w: IdP token exchange at %s answered error %q", ErrNotAuthorized, withoutQuery(idpTokenURL), re.ErrorCode)
+			}
+			return "", fmt.Errorf("oauth: IdP token exchange at %s: %w", withoutQuery(idpTokenURL), err)
+		}
+		return jag.AccessToken, nil
+	}
 }

@@ -19,6 +19,9 @@ const cimdURL = "https://conformance-test.local/client-metadata.json"
 // secretEnv carries the context's client secret to agentctl by reference.
 const secretEnv = "AGENTCTL_CONFORMANCE_CLIENT_SECRET"
 
+// idTokenEnv carries the context's IdP ID token by reference.
+const idTokenEnv = "AGENTCTL_CONFORMANCE_ID_TOKEN"
+
 // assertionEnv carries the context's workload identity JWT by reference.
 const assertionEnv = "AGENTCTL_CONFORMANCE_WORKLOAD_JWT"
 
@@ -35,6 +38,9 @@ func authCall(a agentctl, u string) error {
 		PrivateKey   string `json:"private_key_pem"`
 		SigningAlg   string `json:"signing_algorithm"`
 		WorkloadJWT  string `json:"valid_jwt"`
+		IDPClientID  string `json:"idp_client_id"`
+		IDToken      string `json:"idp_id_token"`
+		IDPTokenURL  string `json:"idp_token_endpoint"`
 	}
 	if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &ctx); err != nil {
@@ -60,6 +66,11 @@ func authCall(a agentctl, u string) error {
 	if ctx.WorkloadJWT != "" {
 		a.env = append(a.env, assertionEnv+"="+ctx.WorkloadJWT)
 		flags = append(flags, "--oauth-grant", "jwt-bearer", "--oauth-assertion-env", assertionEnv)
+	}
+	if ctx.IDToken != "" {
+		a.env = append(a.env, idTokenEnv+"="+ctx.IDToken)
+		flags = append(flags, "--oauth-grant", "jwt-bearer", "--oauth-idp-token-endpoint", ctx.IDPTokenURL,
+			"--oauth-idp-client-id", ctx.IDPClientID, "--oauth-id-token-env", idTokenEnv)
 	}
 	if ctx.PrivateKey != "" {
 		a.env = append(a.env, privateKeyEnv+"="+ctx.PrivateKey)
