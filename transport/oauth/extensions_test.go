@@ -296,3 +296,116 @@ func TestDPoP_NoncesAndKeyKept(t *testing.T) {
 		t.Fatalf("second client: status %d, tokens issued %d (server: %v); want 200 with the stored token and key", st, s.issued, s.errs)
 	}
 }
+
+// TestJWTBearer_WorkloadAndIDJAG: the jwt-bearer grant sends the workload
+// JWT as the assertion (workload identity federation); with IDJAG the
+// user's ID token is first exchanged at the IdP (RFC 8693, audience the
+// issuer, resource the MCP server) and the ID-JAG it returns is the
+// assertion, the client authenticating with its secret. A refused grant
+// is final: one token request, no other grant tried.
+func TestJWTBearer_WorkloadAndIDJAG(t *testing.T) {
+	var mu sync.Mutex
+	var asForms, idpForms []map[string]string
+	var base string
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"resource": base + "/mcp", "authorization_servers": []string{base}})
+	})
+	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": base, "token_endpoint": base + "/token",
+			"grant_types_supported": []string{string(GrantJWTBearer)}, "token_endpoint_auth_methods_supported": []string{"client_secret_basic"}})
+	})
+	flat := func(r *http.Request) map[string]string {
+		_ = r.ParseForm()
+		m := map[string]string{}
+		for k := range r.PostForm {
+			m[k] = r.PostForm.Get(k)
+		}
+		if id, sec, ok := r.BasicAuth(); ok {
+			m["basic"] = id + ":" + sec
+		}
+		return m
+	}
+	mux.HandleFunc("/idp/token", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		idpForms = append(idpForms, flat(r))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"id-jag-value","issued_token_type":"urn:ietf:params:oauth:token-type:id-jag","token_type":"N_A"}`))
+	})
+	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		f := flat(r)
+		mu.Lock()
+		asForms = append(asForms, f)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if f["assertion"] == "expired-jwt" {
+			w.WriteHeader(400)
+			_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"access_token":"at-1","token_type":"Bearer","expires_in":3600}`))
+	})
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer at-1" {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"`)
+			w.WriteHeader(401)
+			return
+		}
+		w.WriteHeader(200)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	base = srv.URL
+	workload := func(jwt string) ClientOption {
+		return WithAssertion(func(context.Context, string, string) (string, error) { return jwt, nil })
+	}
+
+	c, err := NewClient(base+"/mcp", Config{Grant: GrantJWTBearer, ClientID: "wl"}, NewMemStore(), nil, workload("workload-jwt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := post(t, c, base+"/mcp"); st != 200 {
+		t.Fatalf("workload: status %d", st)
+	}
+	if f := asForms[0]; f["grant_type"] != string(GrantJWTBearer) || f["assertion"] != "workload-jwt" || f["client_id"] != "wl" || f["resource"] != base+"/mcp" || f["basic"] != "" {
+		t.Fatalf("workload token request %v", f)
+	}
+
+	idToken := func(context.Context) (string, error) { return "user-id-token", nil }
+	cfg := Config{Grant: GrantJWTBearer, ClientID: "ent", ClientSecret: "ent-secret-value"}
+	c, err = NewClient(base+"/mcp", cfg, NewMemStore(), nil, WithAssertion(IDJAG(base+"/idp/token", "idp-client", idToken, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := post(t, c, base+"/mcp"); st != 200 {
+		t.Fatalf("enterprise: status %d", st)
+	}
+	want := map[string]string{"grant_type": grantTokenExch, "subject_token": "user-id-token", "subject_token_type": tokenTypeIDToken,
+		"requested_token_type": tokenTypeIDJAG, "audience": base, "resource": base + "/mcp", "client_id": "idp-client"}
+	for k, v := range want {
+		if idpForms[0][k] != v {
+			t.Fatalf("IdP exchange %s = %q, want %q (%v)", k, idpForms[0][k], v, idpForms[0])
+		}
+	}
+	if f := asForms[1]; f["assertion"] != "id-jag-value" || f["basic"] != "ent:ent-secret-value" {
+		t.Fatalf("enterprise token request %v: want the ID-JAG with client_secret_basic", f)
+	}
+
+	c, err = NewClient(base+"/mcp", Config{Grant: GrantJWTBearer, ClientID: "wl"}, NewMemStore(), nil, workload("expired-jwt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := c.OnUnauthorized(context.Background(), resp); err == nil || !strings.Contains(err.Error(), "invalid_grant") || strings.Contains(err.Error(), "expired-jwt") {
+		t.Fatalf("refused assertion: %v; want invalid_grant, without the assertion", err)
+	}
+	if len(asForms) != 3 {
+		t.Fatalf("token requests %d; want 3 (a refusal is not retried)", len(asForms))
+	}
+}
