@@ -75,7 +75,7 @@ Leases of runs that stopped are released, so another worker resumes them at once
 			}
 			w := &workflow.Worker{DB: db, Concurrency: concurrency, Drain: drain, Grace: grace, Poll: poll,
 				NewRunner: func() *workflow.Runner {
-					r := &workflow.Runner{UserAgent: "agentctl/" + version}
+					r := &workflow.Runner{UserAgent: "agentctl/" + version, AllowPlaintextCredentials: a.allowPlaintextCreds}
 					if testHooks.runner != nil {
 						testHooks.runner(r)
 					}
