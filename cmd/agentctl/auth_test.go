@@ -183,6 +183,10 @@ func TestCLI_AuthClientCredentialsNoSecretAnywhere(t *testing.T) {
 			t.Fatalf("auth steps %q; want challenge resource_meta server_meta token", got)
 		}
 		human, _, _ := cli(t, "inspect", runID, "--db", db)
+		report, _, code := cli(t, "inspect", runID, "--db", db, "--html", "-o", "-")
+		if code != 0 || !strings.Contains(report, `<section id="auth">`) || !strings.Contains(report, "client_secret_basic") {
+			t.Fatalf("report: exit %d; want the authorization section with the token step", code)
+		}
 		export, _, code := cli(t, "audit", "export", runID, "--db", db)
 		if code != 0 {
 			t.Fatalf("audit export: exit %d", code)
@@ -195,7 +199,7 @@ func TestCLI_AuthClientCredentialsNoSecretAnywhere(t *testing.T) {
 			if dbHolds(t, db, c) {
 				t.Errorf("the database holds %s in clear", c)
 			}
-			for name, text := range map[string]string{"run output": out + stderr, "inspect": insp + human, "audit export": export, "auth status": status} {
+			for name, text := range map[string]string{"run output": out + stderr, "inspect": insp + human, "report": report, "audit export": export, "auth status": status} {
 				if strings.Contains(text, c) {
 					t.Errorf("%s shows %s", name, c)
 				}
