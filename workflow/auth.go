@@ -37,7 +37,11 @@ func OAuthConfig(wf *spec.Workflow, remote string, getenv func(string) string) (
 		}
 		return v, nil
 	}
-	cfg = oauth.Config{Grant: oauth.Grant(o.GrantOrDefault()), Scopes: slices.Clone(o.Scopes), DPoP: o.DPoP,
+	grant := oauth.Grant(o.GrantOrDefault())
+	if o.GrantOrDefault() == spec.GrantJWTBearer {
+		grant = oauth.GrantJWTBearer
+	}
+	cfg = oauth.Config{Grant: grant, Scopes: slices.Clone(o.Scopes), DPoP: o.DPoP,
 		ClientMetadataURL: o.ClientMetadataURL, PrivateKeyAlg: o.PrivateKeyAlg}
 	if o.ClientID != nil {
 		cfg.ClientID = o.ClientID.Value
@@ -79,7 +83,7 @@ func (rn *run) authorize(remote string, cfg *transport.Config) error {
 	if err != nil || !ok {
 		return err
 	}
-	c, err := oauth.NewClient(cfg.URL, ocfg, rn.r.credentialStore(), rn.authObserver(remote))
+	c, err := oauth.NewClient(cfg.URL, ocfg, rn.r.credentialStore(), rn.authObserver(remote), AssertionOption(rn.wf, remote, rn.r.Getenv)...)
 	if err != nil {
 		return fmt.Errorf("remote %s: auth: %w", remote, err)
 	}
@@ -177,4 +181,23 @@ func ResourceCovers(resource, serverURL string) bool {
 		return true
 	}
 	return len(u) > len(r) && strings.EqualFold(u[:len(r)], r) && u[len(r)] == '/'
+}
+
+// AssertionOption is the oauth.Client option of a jwt_bearer auth block:
+// its assertion reference, resolved at every token request (a token file
+// the platform rotates is read afresh); none for other grants.
+func AssertionOption(wf *spec.Workflow, remote string, getenv func(string) string) []oauth.ClientOption {
+	srv := wf.Spec.MCPServers[remote]
+	if srv.Auth == nil || srv.Auth.OAuth == nil || srv.Auth.OAuth.Assertion == nil {
+		return nil
+	}
+	ref := transport.SecretRef{Env: srv.Auth.OAuth.Assertion.Env, File: srv.Auth.OAuth.Assertion.File}
+	pol := wf.TransportConfig(remote).Policy
+	return []oauth.ClientOption{oauth.WithAssertion(func(context.Context, string, string) (string, error) {
+		v, err := ref.Resolve(pol, getenv)
+		if err != nil {
+			return "", fmt.Errorf("remote %s: auth.oauth.assertion: %w", remote, err)
+		}
+		return strings.TrimSpace(v), nil
+	})}
 }

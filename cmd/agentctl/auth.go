@@ -66,9 +66,17 @@ The credentials are stored in the database; runs of the workflow then use and re
 			if err != nil {
 				return err
 			}
+			opts := of.ext.clientOptions()
+			if file != "" {
+				wf, err := spec.Load(file)
+				if err != nil {
+					return invalid(err)
+				}
+				opts = workflow.AssertionOption(wf, args[0], os.Getenv)
+			}
 			return a.withDB(ctx, func(db *events.DB) error {
 				store := workflow.CredentialStore{DB: db, AllowPlaintext: a.allowPlaintextCreds}
-				c, err := oauth.NewClient(serverURL, cfg, store, stepPrinter(a.stderr))
+				c, err := oauth.NewClient(serverURL, cfg, store, stepPrinter(a.stderr), opts...)
 				if err != nil {
 					return usageErr("auth login: %w", err)
 				}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +22,8 @@ const (
 	tokenCanary   = "tok-5e1f3a77-canary"
 	secretCanary  = "sec-9b2c44d1-canary"
 	refreshCanary = "rt-0c9d8e7f-canary"
+	// workloadCanary is a workload identity token (jwt-bearer assertion).
+	workloadCanary = "wl-3d2e1f00-canary"
 )
 
 // oauthServer is an MCP server behind MCP authorization, with its own
@@ -53,7 +57,7 @@ func newOAuthServer(t *testing.T, clientID, secret string) *oauthServer {
 	})
 	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": s.URL, "token_endpoint": s.URL + "/token", "authorization_endpoint": s.URL + "/authorize",
-			"grant_types_supported": []string{"authorization_code", "client_credentials", "refresh_token"}, "code_challenge_methods_supported": []string{"S256"},
+			"grant_types_supported": []string{"authorization_code", "client_credentials", "refresh_token", "urn:ietf:params:oauth:grant-type:jwt-bearer"}, "code_challenge_methods_supported": []string{"S256"},
 			"token_endpoint_auth_methods_supported": []string{"client_secret_basic"}})
 	})
 	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
@@ -105,7 +109,11 @@ func (s *oauthServer) token(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
 		return
-	case gt != "client_credentials" && gt != "authorization_code":
+	case gt == "urn:ietf:params:oauth:grant-type:jwt-bearer" && r.PostForm.Get("assertion") != workloadCanary:
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
+		return
+	case gt != "client_credentials" && gt != "authorization_code" && gt != "urn:ietf:params:oauth:grant-type:jwt-bearer":
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = w.Write([]byte(`{"error":"unsupported_grant_type"}`))
 		return
@@ -266,5 +274,36 @@ func TestCLI_AuthLoginRequired(t *testing.T) {
 	}
 	if _, _, code := cli(t, "run", wf, "--db", db); code != 6 {
 		t.Fatalf("run after logout: exit %d, want 6", code)
+	}
+}
+
+// TestCLI_AuthWorkloadIdentity: a server whose auth block uses the
+// jwt_bearer grant gets its token for the platform's workload token (a
+// secret file under the policy's roots), sent as the assertion; the token
+// file's value appears nowhere.
+func TestCLI_AuthWorkloadIdentity(t *testing.T) {
+	srv := newOAuthServer(t, "", "")
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "mcp-token")
+	if err := os.WriteFile(tokenFile, []byte(workloadCanary+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := testkit.Backends(t)[0].DSN(t)
+	enableEncryption(t, db)
+	wf := testkit.Workflow{Name: "federated", URL: srv.URL + "/mcp",
+		PolicyKeys: []string{"secretFileRoots: [" + dir + "]"},
+		ServerKeys: []string{"auth: {oauth: {grant: jwt_bearer, clientId: fleet, assertion: {file: " + tokenFile + "}}}"},
+		Tasks:      []testkit.Task{{ID: "only", Action: "act", Idempotency: "idempotent", Tool: "act", Arguments: "{n: 1}"}}}.WriteFile(t)
+	out, stderr, code := cli(t, "run", wf, "--db", db, "--output", "json")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if grants, _ := srv.counts(); grants["urn:ietf:params:oauth:grant-type:jwt-bearer"] != 1 || srv.mcp.Stats().Executed["act"] != 1 {
+		t.Fatalf("grants %v, act executed %d; want one jwt-bearer token, one call", grants, srv.mcp.Stats().Executed["act"])
+	}
+	for _, c := range []string{workloadCanary, tokenCanary} {
+		if strings.Contains(out+stderr, c) || dbHolds(t, db, c) {
+			t.Errorf("%s is in the output or the database in clear", c)
+		}
 	}
 }

@@ -21,7 +21,8 @@ type OAuthSpec struct {
 	ClientSecret      *SecretRefSpec `yaml:"clientSecret" json:"clientSecret,omitempty" jsonschema_description:"The pre-registered client's secret: a secret reference."`
 	ClientMetadataURL string         `yaml:"clientMetadataUrl" json:"clientMetadataUrl,omitempty" jsonschema:"minLength=1" jsonschema_description:"An https URL of this client's Client ID Metadata Document, used as its client id where the authorization server supports it."`
 	Scopes            []string       `yaml:"scopes" json:"scopes,omitempty" jsonschema_description:"Scopes to request when the server's challenge names none (else the server's scopes_supported)."`
-	Grant             string         `yaml:"grant" json:"grant,omitempty" jsonschema:"enum=authorization_code,enum=client_credentials" jsonschema_description:"authorization_code (default: a user logs in once with agentctl auth login) or client_credentials (headless: clientId with clientSecret or privateKey)."`
+	Grant             string         `yaml:"grant" json:"grant,omitempty" jsonschema:"enum=authorization_code,enum=client_credentials,enum=jwt_bearer" jsonschema_description:"authorization_code (default: a user logs in once with agentctl auth login), client_credentials (headless: clientId with clientSecret or privateKey) or jwt_bearer (workload identity federation: the platform's token in assertion)."`
+	Assertion         *SecretRefSpec `yaml:"assertion" json:"assertion,omitempty" jsonschema_description:"For grant jwt_bearer: the workload identity JWT (a secret reference, e.g. {file: /var/run/secrets/tokens/mcp}), read at every token request."`
 	PrivateKey        *SecretRefSpec `yaml:"privateKey" json:"privateKey,omitempty" jsonschema_description:"A PEM private key (secret reference) for RFC 7523 private_key_jwt client authentication, instead of clientSecret."`
 	PrivateKeyAlg     string         `yaml:"privateKeyAlg" json:"privateKeyAlg,omitempty" jsonschema:"enum=RS256,enum=PS256,enum=ES256,enum=ES384,enum=EdDSA" jsonschema_description:"The JWS algorithm of privateKey; default from the key type."`
 	DPoP              bool           `yaml:"dpop" json:"dpop,omitempty" jsonschema_description:"Bind tokens to a key agentctl keeps per issuer (DPoP, RFC 9449)."`
@@ -31,6 +32,7 @@ type OAuthSpec struct {
 const (
 	GrantAuthorizationCode = "authorization_code"
 	GrantClientCredentials = "client_credentials"
+	GrantJWTBearer         = "jwt_bearer"
 )
 
 // GrantOrDefault is the spec's grant, authorization_code when absent.
@@ -64,8 +66,17 @@ func (c *checker) auth(sp string, s ServerSpec) {
 		}
 	}
 	p += ".oauth"
-	if c.has(p+".grant") && !slices.Contains([]string{GrantAuthorizationCode, GrantClientCredentials}, o.Grant) {
-		c.errf(p+".grant", "unknown grant %q; want authorization_code or client_credentials", o.Grant)
+	if c.has(p+".grant") && !slices.Contains([]string{GrantAuthorizationCode, GrantClientCredentials, GrantJWTBearer}, o.Grant) {
+		c.errf(p+".grant", "unknown grant %q; want authorization_code, client_credentials or jwt_bearer", o.Grant)
+	}
+	if o.Assertion != nil {
+		c.secretRef(p+".assertion", *o.Assertion)
+	}
+	switch {
+	case o.GrantOrDefault() == GrantJWTBearer && o.Assertion == nil:
+		c.errf(p, "grant jwt_bearer needs assertion: the workload identity token, a secret reference")
+	case o.GrantOrDefault() != GrantJWTBearer && o.Assertion != nil:
+		c.errf(p+".assertion", "assertion is used only with grant jwt_bearer")
 	}
 	if o.ClientID != nil {
 		switch {
@@ -125,6 +136,9 @@ func (o *OAuthSpec) authRefs(p string) []authRef {
 	}
 	if o.PrivateKey != nil {
 		out = append(out, authRef{p + ".privateKey", "privateKey", *o.PrivateKey})
+	}
+	if o.Assertion != nil {
+		out = append(out, authRef{p + ".assertion", "assertion", *o.Assertion})
 	}
 	return out
 }
