@@ -72,7 +72,7 @@ func (s *extServer) fail(w http.ResponseWriter, status int, code, why string) {
 // key's thumbprint and claims.
 func checkProof(proof, method, target string) (string, dpopClaims, error) {
 	var c dpopClaims
-	sig, err := jose.ParseSigned(proof, []jose.SignatureAlgorithm{jose.ES256})
+	sig, err := jose.ParseSignedCompact(proof, []jose.SignatureAlgorithm{jose.ES256})
 	if err != nil {
 		return "", c, err
 	}
