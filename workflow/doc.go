@@ -26,4 +26,7 @@
 //     replay_follow.go continues a task as its source's reconcile and
 //     resume did.
 //   - run_adhoc.go: [Runner.ListTools], the one-task run of `mcp tools`.
+//   - auth.go: a remote's auth block as an oauth.Client ([OAuthConfig]),
+//     its steps as auth.step events, and [MissingLogins] before a run;
+//     credentials.go: [CredentialStore], the database's oauth.Store.
 package workflow
