@@ -69,9 +69,17 @@
 // exchange.
 //
 // A 401 re-resolves every [SecretRef] once and resends the same message
-// with the same id; a second 401 is [KindUnauthorized]. Timeout bounds
-// inactivity (restarted by every SSE event; paused while the sink works),
-// MaxDuration the whole request including the 401 resend and resumption.
+// with the same id; a second 401 is [KindUnauthorized]. With a
+// [Config.Authorizer] (package transport/oauth) every request carries its
+// Authorization header, a 401 is first answered by
+// [Authorizer.OnUnauthorized] (discovery, refresh or a new grant; its
+// failure is [KindUnauthorized] wrapping the reason), and a 403
+// insufficient_scope by [Authorizer.OnForbidden] at most [MaxStepUps] times
+// per request; the message is then resent on a fresh connection. Neither
+// status means the request executed. Timeout bounds inactivity (restarted
+// by every SSE event; paused while the sink works and while the Authorizer
+// answers), MaxDuration the whole request including the 401 resend and
+// resumption.
 // On timeout or cancellation after sending, a best-effort
 // notifications/cancelled {requestId, reason} is sent (bounded to 2s, also
 // handed to the sink, its outcome ignored); initialize is never cancelled.

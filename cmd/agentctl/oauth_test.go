@@ -20,11 +20,23 @@ func oauthBrowser(t *testing.T) {
 // flow through $BROWSER, the tool executed once, and no token value in the
 // output or the database file.
 func TestCLI_OAuthCall(t *testing.T) {
+	testOAuthCall(t, "idempotent")
+}
+
+// The 401 that starts the login means the call did not execute: it is
+// re-sent after the login whatever its idempotency class, and executes once.
+func TestCLI_OAuthEveryIdempotencyClass(t *testing.T) {
+	for _, class := range []string{"pure", "keyed", "at_most_once", "unknown"} {
+		t.Run(class, func(t *testing.T) { testOAuthCall(t, class) })
+	}
+}
+
+func testOAuthCall(t *testing.T, class string) {
 	as := oauthtest.NewAS(t)
 	srv := oauthtest.Protect(t, as, mcptest.Options{}, mcptest.ToolDef{Name: "echo"})
 	oauthBrowser(t)
 	db := filepath.Join(t.TempDir(), "a.db")
-	stdout, stderr, code := cli(t, "mcp", "call", srv.URL, "echo", "--args", "{}", "--allow-private", "--idempotency", "idempotent",
+	stdout, stderr, code := cli(t, "mcp", "call", srv.URL, "echo", "--args", "{}", "--allow-private", "--idempotency", class,
 		"--oauth", "--db", db, "--output", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -54,13 +66,14 @@ func TestCLI_OAuthCall(t *testing.T) {
 }
 
 // Without a browser (--oauth-no-browser) a login that needs the user fails
-// at once, naming the reason; a client secret needs a client id.
+// at once with exit 6, naming the reason, before any tool is called; a
+// client secret needs a client id (exit 2).
 func TestCLI_OAuthRefusals(t *testing.T) {
 	as := oauthtest.NewAS(t)
 	srv := oauthtest.Protect(t, as, mcptest.Options{}, mcptest.ToolDef{Name: "echo"})
 	db := filepath.Join(t.TempDir(), "a.db")
 	_, stderr, code := cli(t, "mcp", "call", srv.URL, "echo", "--allow-private", "--oauth-no-browser", "--db", db)
-	if code == 0 || !strings.Contains(stderr, "login required") {
+	if code != 6 || !strings.Contains(stderr, "login required") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if st := srv.MCP.Stats(); st.Executed["echo"] != 0 || as.Count("/authorize", "") != 0 {

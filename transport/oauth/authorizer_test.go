@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -295,5 +297,66 @@ func TestRefusals(t *testing.T) {
 				t.Fatalf("%d token requests", n)
 			}
 		})
+	}
+}
+
+// Login (agentctl auth login) obtains and stores credentials ahead of a
+// run, which then calls without a browser.
+func TestLoginThenRun(t *testing.T) {
+	as := oauthtest.NewAS(t)
+	srv := oauthtest.Protect(t, as, mcptest.Options{}, mcptest.ToolDef{Name: "echo"})
+	store := oauth.NewMemStore()
+	rec := &steps{}
+	login, _ := oauth.New(srv.URL, oauth.Config{OpenBrowser: oauthtest.Browser}, store, rec)
+	if err := login.Login(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := login.Key(); !ok || k.Issuer != as.URL {
+		t.Fatalf("key %+v %v after login", k, ok)
+	}
+	if st := srv.MCP.Stats(); st.Posts != 0 {
+		t.Fatalf("login reached the MCP server %d times", st.Posts)
+	}
+	run, _ := oauth.New(srv.URL, oauth.Config{}, store, nil)
+	if err := call(t, connect(t, srv.URL, run), "echo"); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := as.Count("/authorize", ""), as.Count("/token", ""); n != 1 || m != 1 {
+		t.Fatalf("%d authorizations and %d token requests, want 1 and 1", n, m)
+	}
+}
+
+// A forged authorization response on the loopback callback (another local
+// process guessing the port) is ignored: the real one completes the login.
+func TestForgedCallbackIgnored(t *testing.T) {
+	as := oauthtest.NewAS(t)
+	srv := oauthtest.Protect(t, as, mcptest.Options{}, mcptest.ToolDef{Name: "echo"})
+	forged := 0
+	browse := func(ctx context.Context, u string) error {
+		parsed, err := url.Parse(u)
+		if err != nil {
+			return err
+		}
+		cb, err := url.Parse(parsed.Query().Get("redirect_uri"))
+		if err != nil {
+			return err
+		}
+		cb.RawQuery = url.Values{"code": {"attacker-code"}, "state": {"guessed"}, "iss": {as.URL}}.Encode()
+		resp, err := http.Get(cb.String())
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusBadRequest {
+			forged++
+		}
+		return oauthtest.Browser(ctx, u)
+	}
+	auth, _ := oauth.New(srv.URL, oauth.Config{OpenBrowser: browse}, oauth.NewMemStore(), nil)
+	if err := call(t, connect(t, srv.URL, auth), "echo"); err != nil {
+		t.Fatal(err)
+	}
+	if forged != 1 || as.Last("/token").Form.Get("code") == "attacker-code" {
+		t.Fatalf("forged response refused %d times, token request code %q", forged, as.Last("/token").Form.Get("code"))
 	}
 }

@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
@@ -25,6 +26,16 @@ type callback struct {
 	redirectURI string
 	srv         *http.Server
 	results     chan callbackResult
+
+	mu    sync.Mutex
+	state string // the authorization request's; a response without it is ignored
+}
+
+// expect sets the state an authorization response must carry.
+func (cb *callback) expect(state string) {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	cb.state = state
 }
 
 // listen opens the loopback redirect: cfg.RedirectURI (http on a loopback
@@ -54,6 +65,15 @@ func (a *Authorizer) listen(ctx context.Context) (*callback, error) {
 		q := r.URL.Query()
 		if q.Get("code") == "" && q.Get("error") == "" {
 			http.Error(w, "not an authorization response", http.StatusBadRequest)
+			return
+		}
+		cb.mu.Lock()
+		want := cb.state
+		cb.mu.Unlock()
+		if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(want)) != 1 {
+			// Not the response to our request (a forged or stale one):
+			// ignored, the wait goes on.
+			http.Error(w, "unknown state", http.StatusBadRequest)
 			return
 		}
 		res := callbackResult{code: q.Get("code"), state: q.Get("state"), iss: q.Get("iss"), hasIss: q.Has("iss"), err: q.Get("error")}

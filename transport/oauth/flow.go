@@ -107,7 +107,7 @@ func (a *Authorizer) onUnauthorized(ctx context.Context, resp *http.Response) er
 		if cur != nil && cur.AccessToken != "" && cur.AccessToken != refused && !expired(cur) && covers(cur.Scopes, ch.scopes) {
 			return cur, nil // stored by an earlier login or another worker
 		}
-		if cur != nil && cur.RefreshToken != "" {
+		if cur != nil && cur.RefreshToken != "" && covers(cur.Scopes, ch.scopes) { // a refresh keeps the scopes
 			if c, err := a.refresh(ctx, d, cur); err == nil {
 				return c, nil
 			}
@@ -270,6 +270,7 @@ func (a *Authorizer) authorizationCode(ctx context.Context, d *discovery, client
 	verifier, state := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
 	authURL := conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", d.resource))
 	a.observe(ctx, Step{Kind: StepAuthorize, Issuer: d.asm.Issuer, ClientID: client.ClientID, Scopes: scopes, URL: withoutQuery(d.asm.AuthorizationEndpoint)})
+	cb.expect(state)
 	if err := a.cfg.OpenBrowser(ctx, authURL); err != nil {
 		return nil, fmt.Errorf("oauth: open the authorization URL of %s: %w", withoutQuery(d.asm.AuthorizationEndpoint), err)
 	}

@@ -33,17 +33,15 @@ func (c *Credentials) clone() *Credentials {
 	return &d
 }
 
-// String hides every secret: a Credentials printed by mistake shows only
-// which fields are set.
-func (c *Credentials) String() string {
-	if c == nil {
-		return "<no credentials>"
-	}
-	return "<credentials client=" + c.ClientID + " access=" + set(c.AccessToken) + " refresh=" + set(c.RefreshToken) + ">"
+// String hides every secret: a Credentials printed by mistake (%v, %+v,
+// %s) shows only which fields are set.
+func (c Credentials) String() string {
+	return "<credentials client=" + c.ClientID + " access=" + set(c.AccessToken) + " refresh=" + set(c.RefreshToken) +
+		" secret=" + set(c.ClientSecret) + " dpop=" + set(string(c.DPoPKey)) + ">"
 }
 
-// GoString hides every secret, like String.
-func (c *Credentials) GoString() string { return c.String() }
+// GoString hides every secret (%#v), like String.
+func (c Credentials) GoString() string { return c.String() }
 
 func set(s string) string {
 	if s == "" {
