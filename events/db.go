@@ -87,6 +87,7 @@ type DB struct {
 	enc   *codec // payload encryption state (codec.go)
 	ckpt  *checkpointer
 	locks runLocks
+	creds credLocks   // per-key locks of UpdateCredential (credentials.go)
 	pg    *pgState    // PostgreSQL only (postgres.go)
 	lite  *liteWriter // SQLite only: the writer's connection (litetx.go), under wmu
 }

@@ -23,13 +23,22 @@ const (
 // Document is what `agentctl inspect` prints; keys are camelCase and absent
 // values are null.
 type Document struct {
-	Run              *RunView        `json:"run"`
-	Tasks            []TaskView      `json:"tasks"`
-	ProtocolSessions []SessionView   `json:"protocolSessions"`
-	ProtocolCalls    []CallView      `json:"protocolCalls"`
-	StreamEvents     []StreamEvent   `json:"streamEvents"`
-	Effects          []EffectView    `json:"effects,omitempty"`
-	Outputs          json.RawMessage `json:"outputs"`
+	Run              *RunView      `json:"run"`
+	Tasks            []TaskView    `json:"tasks"`
+	ProtocolSessions []SessionView `json:"protocolSessions"`
+	ProtocolCalls    []CallView    `json:"protocolCalls"`
+	StreamEvents     []StreamEvent `json:"streamEvents"`
+	Effects          []EffectView  `json:"effects,omitempty"`
+	// AuthSteps are the run's OAuth steps (auth.step events: no secret).
+	AuthSteps []AuthStepView  `json:"authSteps,omitempty"`
+	Outputs   json.RawMessage `json:"outputs"`
+}
+
+// AuthStepView is one auth.step event of a run, with its seq and time.
+type AuthStepView struct {
+	Seq int64  `json:"seq"`
+	At  string `json:"at"`
+	AuthStep
 }
 
 // RunView is the runs row.
@@ -235,6 +244,14 @@ func InspectEach(ctx context.Context, db *events.DB, runID string, each func(eve
 		}
 		if e.Type == TypeReplayFrames {
 			return replayedFrames(ctx, db, e, perAttempt, doc)
+		}
+		if e.Type == TypeAuthStep {
+			v := AuthStepView{Seq: e.Seq, At: e.CreatedAt}
+			if err := e.Decode(&v.AuthStep); err != nil {
+				return err
+			}
+			doc.AuthSteps = append(doc.AuthSteps, v)
+			return nil
 		}
 		if !strings.HasPrefix(e.Type, FramePrefix) {
 			return nil

@@ -22,6 +22,7 @@ const (
 	TypeCallReconciled  = "call.reconciled"
 	TypeStreamTruncated = "stream.truncated"
 	TypeReplayFrames    = "replay.frames"
+	TypeAuthStep        = "auth.step"
 	FramePrefix         = "mcp."
 )
 
@@ -329,4 +330,20 @@ type SessionReattached struct {
 	SessionIDDigest string `json:"sessionIdDigest,omitempty"`
 	TaskIDDigest    string `json:"taskIdDigest"`
 	TaskID          string `json:"taskId,omitempty"` // the workflow task
+}
+
+// AuthStep is one step of a remote's OAuth authorization (issue 31):
+// discovery, registration, a token obtained or refreshed, a step-up. It
+// carries no secret: no token, code, verifier, state or client secret,
+// and URLs without their query.
+type AuthStep struct {
+	Remote   string   `json:"remote"`
+	Kind     string   `json:"kind"`
+	Issuer   string   `json:"issuer,omitempty"`
+	Resource string   `json:"resource,omitempty"`
+	ClientID string   `json:"clientId,omitempty"`
+	Scopes   []string `json:"scopes,omitempty"`
+	URL      string   `json:"url,omitempty"`
+	Method   string   `json:"method,omitempty"`
+	Detail   string   `json:"detail,omitempty"`
 }

@@ -194,7 +194,7 @@ func (x *exchange) outFrame() Frame {
 // Authorizer). Neither status means the request executed, so the same
 // message (same id) is re-sent whatever its idempotency.
 func (x *exchange) run() (*message, error) {
-	refreshed, stepUps := false, 0
+	refreshed, stepUps, nonced := false, 0, false
 	for {
 		x.sent.Store(false)
 		if err := x.emit(x.outFrame()); err != nil {
@@ -207,6 +207,17 @@ func (x *exchange) run() (*message, error) {
 		x.status = resp.StatusCode
 		auth := x.s.c.cfg.Authorizer
 		switch {
+		case resp.StatusCode == http.StatusUnauthorized && auth != nil && !nonced && dpopNonceChallenge(resp.Header):
+			// RFC 9449 §9: the server wants a DPoP nonce; the credentials
+			// are fine. One re-send with it, outside the refresh budget.
+			nonced = true
+			if err := x.httpError(resp); err != nil {
+				return nil, err
+			}
+			if err := x.authorize(auth.OnUnauthorized, resp); err != nil {
+				return nil, err
+			}
+			continue
 		case resp.StatusCode == http.StatusUnauthorized && !refreshed:
 			refreshed = true
 			if err := x.httpError(resp); err != nil {
@@ -247,6 +258,20 @@ func (x *exchange) authorize(answer func(context.Context, *http.Response) error,
 			Message: fmt.Sprintf("http %d: authorization failed", resp.StatusCode), Err: err}
 	}
 	return nil
+}
+
+// dpopNonceChallenge reports a DPoP use_dpop_nonce challenge that carries
+// its nonce (RFC 9449 §9).
+func dpopNonceChallenge(h http.Header) bool {
+	if h.Get("DPoP-Nonce") == "" {
+		return false
+	}
+	for _, v := range h.Values("WWW-Authenticate") {
+		if strings.Contains(v, "use_dpop_nonce") {
+			return true
+		}
+	}
+	return false
 }
 
 // insufficientScope reports whether h's WWW-Authenticate carries

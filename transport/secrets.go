@@ -22,6 +22,16 @@ const maxSecretFileBytes = 64 << 10
 // Redacted is what every resolved secret value is replaced by in frames and errors.
 const Redacted = "[REDACTED]"
 
+// Resolve returns the secret's value under policy p (getenv nil =
+// os.Getenv), with the errors of resolve: the value is never in them. For
+// secrets used outside a request's headers (OAuth client secrets and keys).
+func (r SecretRef) Resolve(p Policy, getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return r.resolve(p, getenv)
+}
+
 // resolve returns the secret's value. Policy violations are KindPolicyDenied;
 // a missing or empty value is KindUnauthorized. The value never appears in
 // the returned error.

@@ -48,4 +48,8 @@
 //     resume did.
 //   - exit.go: the exit codes and the one table of error classes ([Class],
 //     [Classes]): each class's code, name and hint, which the CLI reports.
+//   - run_adhoc.go: [Runner.ListTools], the one-task run of `mcp tools`.
+//   - auth.go: a remote's auth block as an oauth.Client ([OAuthConfig]),
+//     its steps as auth.step events, and [MissingLogins] before a run;
+//     credentials.go: [CredentialStore], the database's oauth.Store.
 package workflow

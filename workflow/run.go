@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport/oauth"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
 
@@ -49,6 +50,12 @@ type Runner struct {
 	// TraceContext, when set, gives the transport of a run's remotes its
 	// per-request W3C trace context (telemetry on); nil sends none.
 	TraceContext func(runID string) func() (traceparent, tracestate string)
+	// Credentials keeps the OAuth credentials of remotes with an auth
+	// block; nil = the database's (CredentialStore).
+	Credentials oauth.Store
+	// AllowPlaintextCredentials lets the database's CredentialStore keep
+	// tokens in clear when the database is not encrypted.
+	AllowPlaintextCredentials bool
 	// Stop, when set and closed, stops the run before its next task starts,
 	// without run.finished: the run stays resumable (the worker's graceful
 	// shutdown). Tasks in flight finish first.
@@ -200,6 +207,9 @@ type runState struct {
 	obsHeld map[int64]events.Event
 	// contracts holds the tasks' compiled outputSchemas.
 	contracts contractSchemas
+	// authQ holds auth.step records until the next commit (auth.go).
+	authMu sync.Mutex
+	authQ  []events.Record
 }
 
 func newRun(r *Runner, wf *spec.Workflow, id string, inputs map[string]any) *run {
@@ -233,6 +243,9 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	if len(rn.pending) > 0 {
 		recs = append(rn.pending, recs...)
 		rn.pending = nil
+	}
+	if q := rn.takeAuthSteps(); len(q) > 0 {
+		recs = append(q, recs...)
 	}
 	var evs []events.Event
 	var err error

@@ -325,6 +325,9 @@ func (rn *run) conn(remote string) (Conn, error) {
 	if rn.r.TraceContext != nil && !rn.replay {
 		cfg.TraceContext = rn.r.TraceContext(rn.id)
 	}
+	if err := rn.authorize(remote, &cfg); err != nil {
+		return nil, err
+	}
 	conn, err := d.Dial(remote, cfg)
 	if err != nil {
 		return nil, err

@@ -92,6 +92,9 @@ type remoteCheckView struct {
 func (a *app) checkRemote(cmd *cobra.Command, wf *spec.Workflow, warnings []diagnosticView) error {
 	ctx := cmd.Context()
 	return a.withDB(ctx, func(db *events.DB) error {
+		if err := requireLogins(ctx, db, wf); err != nil {
+			return err
+		}
 		res, err := a.runner(db).CheckRemote(ctx, wf, workflow.RunOptions{})
 		if err != nil {
 			return err

@@ -55,6 +55,16 @@ func printInspect(w io.Writer, d *projector.Document) {
 	}
 	sessions.write(w, "  ")
 
+	if len(d.AuthSteps) > 0 {
+		fmt.Fprintln(w, "\nauth")
+		auth := table{}
+		for _, s := range d.AuthSteps {
+			auth.add("", clean(s.Remote), clean(s.Kind), clean(s.Issuer), clean(s.ClientID), clean(strings.Join(s.Scopes, " ")),
+				clean(strings.TrimSpace(s.Method+" "+s.Detail)), "at "+since(start, s.At))
+		}
+		auth.write(w, "  ")
+	}
+
 	fmt.Fprintln(w, "\ncalls")
 	calls := table{}
 	settled := map[string]bool{}

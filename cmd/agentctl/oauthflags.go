@@ -27,6 +27,7 @@ type oauthFlags struct {
 	scopes         []string
 	redirectURI    string
 	nonInteractive bool
+	ext            oauthExtFlags // oauthflags_ext.go
 }
 
 func (o *oauthFlags) register(cmd *cobra.Command) {
@@ -38,12 +39,13 @@ func (o *oauthFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&o.scopes, "oauth-scope", nil, "scope to request when the server's challenge names none; repeatable")
 	cmd.Flags().StringVar(&o.redirectURI, "oauth-redirect-uri", "", "loopback redirect URI (default http://127.0.0.1:RANDOM/callback)")
 	cmd.Flags().BoolVar(&o.nonInteractive, "oauth-no-browser", false, "never open a browser: a login that needs the user fails (exit 6)")
+	o.ext.register(cmd)
 }
 
 // on reports whether any OAuth flag was given.
 func (o *oauthFlags) on() bool {
 	return o.enabled || o.clientID != "" || o.secretEnv != "" || o.secretFile != "" || o.metadataURL != "" ||
-		len(o.scopes) > 0 || o.redirectURI != "" || o.nonInteractive
+		len(o.scopes) > 0 || o.redirectURI != "" || o.nonInteractive || o.ext.on()
 }
 
 // config builds the oauth.Config, resolving the secret reference now.
@@ -67,6 +69,9 @@ func (o *oauthFlags) config(stderr io.Writer) (oauth.Config, error) {
 			return cfg, &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--oauth-client-secret-file: %w", err)}
 		}
 		cfg.ClientSecret = strings.TrimRight(string(b), "\r\n")
+	}
+	if err := o.ext.apply(&cfg); err != nil {
+		return cfg, err
 	}
 	if !o.nonInteractive {
 		cfg.OpenBrowser = func(ctx context.Context, u string) error { return openBrowser(ctx, stderr, u) }
@@ -142,7 +147,7 @@ func (a *app) withOAuth(o *oauthFlags, to target) error {
 	if err != nil {
 		return err
 	}
-	auth, err := oauth.New(to.url, cfg, oauth.NewMemStore(), stepPrinter(a.stderr))
+	auth, err := oauth.NewClient(to.url, cfg, oauth.NewMemStore(), stepPrinter(a.stderr), o.ext.clientOptions()...)
 	if err != nil {
 		var ue *exitError
 		if errors.As(err, &ue) {

@@ -42,6 +42,9 @@ type app struct {
 	dialer workflow.Dialer
 	// tel is the command's OpenTelemetry export; nil until a runner asks.
 	tel *telemetryState
+	// allowPlaintextCreds lets OAuth credentials be stored in clear in a
+	// database without encryption (--allow-plaintext-credentials).
+	allowPlaintextCreds bool
 }
 
 // exitError carries an exit code (README.md, "Commands") and the run it concerns.
@@ -133,6 +136,7 @@ refused, listing the runs it matches. A call (effect) id takes any unique prefix
 	root.PersistentFlags().StringVar(&a.output, "output", "human", "output format: human, json or jsonl")
 	root.PersistentFlags().StringVar(&a.durability, "durability", "full", "commit durability: full (fsync every step) or normal")
 	durationVar(root, true, &a.busyTimeout, "busy-timeout", events.DefaultBusyTimeout, "how long to wait for another process's write lock")
+	root.PersistentFlags().BoolVar(&a.allowPlaintextCreds, "allow-plaintext-credentials", false, "store OAuth tokens in clear when the database is not encrypted (anyone who can read the database file can then use them)")
 	root.PersistentFlags().StringVar(&a.color, "color", "auto", "colour on terminals: auto, always or never (NO_COLOR is respected)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: workflow.ExitInvalid, err: err}
@@ -161,6 +165,7 @@ refused, listing the runs it matches. A call (effect) id takes any unique prefix
 	root.AddCommand(a.resumeCmd(), a.effectsCmd(), a.submitCmd(), a.workerCmd())
 	root.AddCommand(exitCodesTopic())
 	root.AddCommand(a.traceCmd())
+	root.AddCommand(a.authCmd())
 	return root
 }
 

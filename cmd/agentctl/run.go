@@ -87,6 +87,9 @@ func (a *app) execRun(ctx context.Context, wf *spec.Workflow, inputs map[string]
 	}
 	traceParentOpts(&opts)
 	return a.withDB(ctx, func(db *events.DB) error {
+		if err := requireLogins(ctx, db, wf); err != nil {
+			return err
+		}
 		r := a.runner(db)
 		res, err := r.Run(ctx, wf, inputs, opts)
 		if err != nil {
@@ -108,7 +111,7 @@ func requireSecrets(wf *spec.Workflow) error {
 
 // runner builds a workflow.Runner wired to this invocation's output.
 func (a *app) runner(db *events.DB) *workflow.Runner {
-	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version, Dialer: a.dialer}
+	r := &workflow.Runner{DB: db, UserAgent: "agentctl/" + version, Dialer: a.dialer, AllowPlaintextCredentials: a.allowPlaintextCreds}
 	switch a.output {
 	case "jsonl":
 		closed := false

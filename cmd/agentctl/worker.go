@@ -144,7 +144,7 @@ func (a *app) newWorker(db *events.DB, f workerFlags) *worker.Worker {
 	human := a.output == "human"
 	return &worker.Worker{DB: db, Concurrency: f.concurrency, Drain: f.drain, Grace: f.grace, Poll: f.poll,
 		NewRunner: func() *workflow.Runner {
-			r := &workflow.Runner{UserAgent: "agentctl/" + version}
+			r := &workflow.Runner{UserAgent: "agentctl/" + version, AllowPlaintextCredentials: a.allowPlaintextCreds}
 			a.wireTelemetry(db, r)
 			if testHooks.runner != nil {
 				testHooks.runner(r)

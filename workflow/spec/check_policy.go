@@ -112,6 +112,7 @@ func (c *checker) servers() {
 		for _, h := range sortedNames(s.Headers) {
 			c.header1(joinPath(p+".headers", h), h, s.Headers[h])
 		}
+		c.auth(p, s)
 	}
 }
 
@@ -131,6 +132,8 @@ func (c *checker) secretRef(p string, ref SecretRefSpec) {
 	switch {
 	case ref.Env != "" && ref.File != "":
 		c.errf(p, "set exactly one of env or file, not both")
+	case ref.Env == "" && ref.File == "" && strings.Contains(p, ".auth."):
+		c.errf(p, "must be a secret reference {env: NAME} or {file: PATH}")
 	case ref.Env == "" && ref.File == "":
 		c.errf(p, "headers must be secret references {env: NAME} or {file: PATH}")
 	case ref.Env != "":

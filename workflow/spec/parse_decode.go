@@ -205,6 +205,10 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			d.decodeScalar(n, v.FieldByName("Value"), path) // a literal value
 			return
 		}
+		if t == secretRefType && strings.Contains(path, ".auth.") {
+			d.fail(n, path, "must be a secret reference {env: NAME} or {file: PATH}, got a literal value (not shown: a secret written in a workflow file should be rotated)")
+			return
+		}
 		if t == secretRefType {
 			d.fail(n, path, "headers must be secret references {env: NAME} or {file: PATH}, got %s", describe(n))
 			return

@@ -33,6 +33,16 @@ func (w *Workflow) UnsetSecrets(getenv func(string) string) Diagnostics {
 			ds = append(ds, Diagnostic{File: w.File, Line: at.line, Col: at.col, Field: path,
 				Message: fmt.Sprintf("secret env:%s (variable %s of stdio server %s) is empty or unset in this environment; set it and run again", ref.Env, v, name)})
 		}
+		if s.Auth != nil {
+			for _, r := range s.Auth.OAuth.authRefs(joinPath("spec.mcpServers", name)) {
+				if r.ref.Env == "" || !slices.Contains(w.Spec.Policy.EnvironmentAllowlist, r.ref.Env) || getenv(r.ref.Env) != "" {
+					continue
+				}
+				at := c.at(r.path + ".env")
+				ds = append(ds, Diagnostic{File: w.File, Line: at.line, Col: at.col, Field: r.path + ".env",
+					Message: fmt.Sprintf("secret env:%s (%s of remote %s) is empty or unset in this environment; set it and run again", r.ref.Env, r.what, name)})
+			}
+		}
 		for _, h := range sortedNames(s.Headers) {
 			ref := s.Headers[h]
 			if ref.Env == "" || !slices.Contains(w.Spec.Policy.EnvironmentAllowlist, ref.Env) || getenv(ref.Env) != "" {
