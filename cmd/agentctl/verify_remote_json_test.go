@@ -195,10 +195,11 @@ func TestCLI_MigrationRecompactsServerInfo(t *testing.T) {
 		}
 		runID := jsonRunID(t, out)
 		// The database as the previous release left it: the row as
-		// received, the schema one version back.
-		driver, update, back := "sqlite3", `UPDATE protocol_sessions SET server_info = ? WHERE run_id = ?`, `PRAGMA user_version = 15`
+		// received, the schema back at that release's version (15 on
+		// SQLite, 4 on PostgreSQL), without the tables later migrations add.
+		driver, update, back := "sqlite3", `UPDATE protocol_sessions SET server_info = ? WHERE run_id = ?`, `DROP TABLE credentials; PRAGMA user_version = 15`
 		if b.Name == "postgres" {
-			driver, update, back = "pgx", `UPDATE protocol_sessions SET server_info = $1 WHERE run_id = $2`, `DELETE FROM agentctl_schema WHERE version = 5`
+			driver, update, back = "pgx", `UPDATE protocol_sessions SET server_info = $1 WHERE run_id = $2`, `DROP TABLE credentials; DELETE FROM agentctl_schema WHERE version >= 5`
 		}
 		raw, err := sql.Open(driver, db)
 		if err != nil {
