@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -140,10 +140,10 @@ func assertProgress(tb testing.TB, evs []events.Event, n int, message string) {
 	respAt := -1
 	lastProgress := -1
 	for i, e := range evs {
-		if !strings.HasPrefix(e.Type, projector.FramePrefix) {
+		if !strings.HasPrefix(e.Type, vocab.FramePrefix) {
 			continue
 		}
-		var f projector.Frame
+		var f vocab.Frame
 		if err := e.Decode(&f); err != nil {
 			tb.Fatal(err)
 		}
@@ -212,7 +212,7 @@ func TestGoSDK_OutputValidation(t *testing.T) {
 		assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started bad"), openSession(1),
 			lines("call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.response in",
 				"call.result", "call.error", "call.transition dispatched->failed", "task.finished bad failed", "run.finished failed")))
-		errs := decodeAll[projector.CallError](t, runEvents(t, db, res.RunID), projector.TypeCallError)
+		errs := decodeAll[vocab.CallError](t, runEvents(t, db, res.RunID), vocab.TypeCallError)
 		if len(errs) != 1 || errs[0].Kind != "invalid_output" || !strings.Contains(errs[0].Message, `"/n"`) {
 			t.Fatalf("call.error = %+v, want one invalid_output at /n", errs)
 		}
@@ -353,11 +353,11 @@ func TestGoSDK_SessionExpiry(t *testing.T) {
 				lines("call.transition reconnecting->redispatched", "mcp.request out tools/call", "mcp.response in",
 					"call.result", "call.transition redispatched->succeeded", "task.finished second succeeded", "run.finished succeeded")))
 			evs := runEvents(t, db, res.RunID)
-			opened := decodeAll[projector.SessionOpened](t, evs, projector.TypeSessionOpened)
+			opened := decodeAll[vocab.SessionOpened](t, evs, vocab.TypeSessionOpened)
 			if len(opened) != 2 || opened[0].Generation != 1 || opened[1].Generation != 2 || opened[1].TaskID != "second" {
 				t.Fatalf("sessions = %+v, want generations 1 and 2", opened)
 			}
-			errs := decodeAll[projector.CallError](t, evs, projector.TypeCallError)
+			errs := decodeAll[vocab.CallError](t, evs, vocab.TypeCallError)
 			if len(errs) != 1 || errs[0].Kind != "session_expired" || errs[0].Status != 404 {
 				t.Fatalf("call.error = %+v, want one session_expired (404)", errs)
 			}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
@@ -180,14 +181,14 @@ func decodeAll[T any](tb testing.TB, evs []events.Event, typ string) []T {
 }
 
 // frames returns the decoded frames of a run whose method is method.
-func frames(tb testing.TB, evs []events.Event, method string) []projector.Frame {
+func frames(tb testing.TB, evs []events.Event, method string) []vocab.Frame {
 	tb.Helper()
-	var out []projector.Frame
+	var out []vocab.Frame
 	for _, e := range evs {
-		if !strings.HasPrefix(e.Type, projector.FramePrefix) {
+		if !strings.HasPrefix(e.Type, vocab.FramePrefix) {
 			continue
 		}
-		var f projector.Frame
+		var f vocab.Frame
 		if err := e.Decode(&f); err != nil {
 			tb.Fatalf("decode frame #%d: %v", e.Seq, err)
 		}

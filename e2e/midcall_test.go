@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -50,7 +50,7 @@ func TestGoSDK_SessionLostMidCall(t *testing.T) {
 			srv, url := demotest.StartTest(t, demoserver.Options{StepDelay: 20 * time.Millisecond})
 			var closed atomic.Bool
 			observe := func(e events.Event) {
-				if e.Type == projector.FramePrefix+"notification" && strings.Contains(string(e.Payload), "notifications/progress") && !closed.Swap(true) {
+				if e.Type == vocab.FramePrefix+"notification" && strings.Contains(string(e.Payload), "notifications/progress") && !closed.Swap(true) {
 					for ss := range srv.MCPServer().Sessions() {
 						_ = ss.Close()
 					}
@@ -66,7 +66,7 @@ func TestGoSDK_SessionLostMidCall(t *testing.T) {
 			if got := withoutProgress(log); strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Fatalf("event log (progress omitted):\n%s\nwant:\n%s", numbered(got), numbered(want))
 			}
-			errs := decodeAll[projector.CallError](t, runEvents(t, db, res.RunID), projector.TypeCallError)
+			errs := decodeAll[vocab.CallError](t, runEvents(t, db, res.RunID), vocab.TypeCallError)
 			if len(errs) != 1 || errs[0].Kind != "transport_loss" {
 				t.Fatalf("call.error = %+v, want one transport_loss", errs)
 			}

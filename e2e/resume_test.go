@@ -16,9 +16,9 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/internal/tspeer"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -107,11 +107,11 @@ func TestTSEverything_ResumeAfterCut(t *testing.T) {
 	evs := runEvents(t, db, res.RunID)
 	var resumes []events.Event
 	for _, e := range evs {
-		if e.Type == projector.FramePrefix+"resume" {
+		if e.Type == vocab.FramePrefix+"resume" {
 			resumes = append(resumes, e)
 		}
 	}
-	var rf projector.Frame
+	var rf vocab.Frame
 	var body struct {
 		LastEventID string `json:"lastEventId"`
 		Attempt     int    `json:"attempt"`

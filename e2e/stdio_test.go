@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/internal/tspeer"
 	"github.com/agentctl/agentctl/projector"
@@ -42,14 +43,14 @@ func processFrames(tb testing.TB, evs []events.Event) ([]transport.ProcessInfo, 
 	tb.Helper()
 	var infos []transport.ProcessInfo
 	var exits []transport.ProcessExit
-	for _, f := range decodeAll[projector.Frame](tb, evs, projector.FramePrefix+"process") {
+	for _, f := range decodeAll[vocab.Frame](tb, evs, vocab.FramePrefix+"process") {
 		var p transport.ProcessInfo
 		if err := json.Unmarshal(f.Body, &p); err != nil {
 			tb.Fatal(err)
 		}
 		infos = append(infos, p)
 	}
-	for _, f := range decodeAll[projector.Frame](tb, evs, projector.FramePrefix+"process_exit") {
+	for _, f := range decodeAll[vocab.Frame](tb, evs, vocab.FramePrefix+"process_exit") {
 		var p transport.ProcessExit
 		if err := json.Unmarshal(f.Body, &p); err != nil {
 			tb.Fatal(err)
@@ -76,7 +77,7 @@ func assertEnd(tb testing.TB, evs []events.Event, want transport.ProcessExit) {
 		exits[0].Signal != want.Signal || exits[0].Stopped != want.Stopped {
 		tb.Fatalf("process frames %+v / %+v, want one process ending %+v", infos, exits, want)
 	}
-	if n := len(evs); n < 2 || evs[n-2].Type != projector.FramePrefix+"process_exit" || evs[n-1].Type != projector.TypeRunFinished {
+	if n := len(evs); n < 2 || evs[n-2].Type != vocab.FramePrefix+"process_exit" || evs[n-1].Type != vocab.TypeRunFinished {
 		tb.Fatalf("the process's end is not recorded last before run.finished")
 	}
 	assertGone(tb, infos)
@@ -145,7 +146,7 @@ func TestStdio_Filesystem(t *testing.T) {
 		lines("task.finished read succeeded", "mcp.process_exit local", "run.finished succeeded")))
 	evs := runEvents(t, db, res.RunID)
 	assertCleanEnd(t, evs)
-	opened := decodeAll[projector.SessionOpened](t, evs, projector.TypeSessionOpened)
+	opened := decodeAll[vocab.SessionOpened](t, evs, vocab.TypeSessionOpened)
 	if len(opened) != 1 || !strings.Contains(string(opened[0].ServerInfo), `"secure-filesystem-server"`) || !strings.HasPrefix(opened[0].URL, "stdio:/") {
 		t.Fatalf("session.opened = %+v", opened)
 	}

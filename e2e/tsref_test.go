@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/tspeer"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
@@ -46,7 +47,7 @@ func TestTSEverything(t *testing.T) {
 		if got := outputString(t, res.Outputs["say"]); got != `[{"text":"Echo: hello","type":"text"}]` {
 			t.Fatalf("output = %s", got)
 		}
-		opened := decodeAll[projector.SessionOpened](t, runEvents(t, db, res.RunID), projector.TypeSessionOpened)
+		opened := decodeAll[vocab.SessionOpened](t, runEvents(t, db, res.RunID), vocab.TypeSessionOpened)
 		if len(opened) != 1 || opened[0].ProtocolVersion != "2025-11-25" || !strings.Contains(string(opened[0].ServerInfo), `"mcp-servers/everything"`) || opened[0].SessionIDDigest == "" {
 			t.Fatalf("session.opened = %+v", opened)
 		}
@@ -72,7 +73,7 @@ func TestTSEverything(t *testing.T) {
 			t.Fatalf("exit %d (%v), want %d", code, res.Err, workflow.ExitFailed)
 		}
 		assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started sum"), openSession(1), notSent("sum")))
-		errs := decodeAll[projector.CallError](t, runEvents(t, db, res.RunID), projector.TypeCallError)
+		errs := decodeAll[vocab.CallError](t, runEvents(t, db, res.RunID), vocab.TypeCallError)
 		if len(errs) != 1 || errs[0].Kind != "invalid_arguments" || !strings.Contains(errs[0].Message, `"/a"`) {
 			t.Fatalf("call.error = %+v, want invalid_arguments at /a", errs)
 		}
@@ -109,7 +110,7 @@ func TestTSEverything(t *testing.T) {
 		if got := outputString(t, res.Outputs["sum"]); got != `[{"text":"The sum of 36 and 82 is 118.","type":"text"}]` {
 			t.Fatalf("sum output = %s", got)
 		}
-		cat := decodeAll[projector.SessionCatalog](t, runEvents(t, db, res.RunID), projector.TypeSessionCatalog)
+		cat := decodeAll[vocab.SessionCatalog](t, runEvents(t, db, res.RunID), vocab.TypeSessionCatalog)
 		if len(cat) != 1 || !strings.Contains(string(toolInfo(cat[0], "get-structured-content").OutputSchema), "draft-07") {
 			t.Fatalf("catalog lacks the draft-07 outputSchema: %+v", cat)
 		}
@@ -197,24 +198,24 @@ func TestTSEverything(t *testing.T) {
 			lines("task.finished first succeeded", "task.started second", "session.attached",
 				"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.http_error in tools/call",
 				"call.error", "call.transition dispatched->failed", "task.finished second failed", "run.finished failed")))
-		errs := decodeAll[projector.CallError](t, runEvents(t, db, res.RunID), projector.TypeCallError)
+		errs := decodeAll[vocab.CallError](t, runEvents(t, db, res.RunID), vocab.TypeCallError)
 		if len(errs) != 1 || errs[0].Kind != "http_status" || errs[0].Status != 400 || !strings.Contains(errs[0].Message, "No valid session ID") {
 			t.Fatalf("call.error = %+v, want one http_status 400", errs)
 		}
-		trs := decodeAll[projector.CallTransition](t, runEvents(t, db, res.RunID), projector.TypeCallTransition)
+		trs := decodeAll[vocab.CallTransition](t, runEvents(t, db, res.RunID), vocab.TypeCallTransition)
 		if last := trs[len(trs)-1]; last.Trigger != "fail_definitive" || last.To != "failed" {
 			t.Fatalf("last transition = %+v, want fail_definitive → failed", last)
 		}
 	})
 }
 
-func toolInfo(c projector.SessionCatalog, name string) projector.ToolInfo {
+func toolInfo(c vocab.SessionCatalog, name string) vocab.ToolInfo {
 	for _, t := range c.Tools {
 		if t.Name == name {
 			return t
 		}
 	}
-	return projector.ToolInfo{}
+	return vocab.ToolInfo{}
 }
 
 // deletingProxy is a loopback reverse proxy to upstream that, just before

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 )
 
 // Describe renders an event as one stable line for golden tests and logs:
@@ -11,47 +12,47 @@ import (
 // from→to of a transition, the state of a finish).
 func Describe(e events.Event) string {
 	switch {
-	case strings.HasPrefix(e.Type, FramePrefix):
-		var f Frame
-		if e.Decode(&f) == nil {
+	case strings.HasPrefix(e.Type, vocab.FramePrefix):
+		f, err := vocab.Decode[vocab.Frame](e)
+		if err == nil {
 			s := e.Type + " " + f.Dir
 			if f.Method != "" {
 				s += " " + f.Method
 			}
 			return s
 		}
-	case e.Type == TypeReplayFrames:
-		var r ReplayFrames
-		if e.Decode(&r) == nil {
+	case e.Type == vocab.TypeReplayFrames:
+		r, err := vocab.Decode[vocab.ReplayFrames](e)
+		if err == nil {
 			what := "session"
 			if r.EffectID != "" {
 				what = "call"
 			}
 			return e.Type + " " + what
 		}
-	case e.Type == TypeCallTransition:
-		var t CallTransition
-		if e.Decode(&t) == nil {
+	case e.Type == vocab.TypeCallTransition:
+		t, err := vocab.Decode[vocab.CallTransition](e)
+		if err == nil {
 			return e.Type + " " + t.From + "->" + t.To
 		}
-	case e.Type == TypeTaskFinished:
-		var t TaskFinished
-		if e.Decode(&t) == nil {
+	case e.Type == vocab.TypeTaskFinished:
+		t, err := vocab.Decode[vocab.TaskFinished](e)
+		if err == nil {
 			return e.Type + " " + t.TaskID + " " + t.State
 		}
-	case e.Type == TypeTaskSkipped:
-		var t TaskSkipped
-		if e.Decode(&t) == nil {
+	case e.Type == vocab.TypeTaskSkipped:
+		t, err := vocab.Decode[vocab.TaskSkipped](e)
+		if err == nil {
 			return e.Type + " " + t.TaskID
 		}
-	case e.Type == TypeTaskStarted:
-		var t TaskStarted
-		if e.Decode(&t) == nil {
+	case e.Type == vocab.TypeTaskStarted:
+		t, err := vocab.Decode[vocab.TaskStarted](e)
+		if err == nil {
 			return e.Type + " " + t.TaskID
 		}
-	case e.Type == TypeRunFinished:
-		var r RunFinished
-		if e.Decode(&r) == nil {
+	case e.Type == vocab.TypeRunFinished:
+		r, err := vocab.Decode[vocab.RunFinished](e)
+		if err == nil {
 			return e.Type + " " + r.State
 		}
 	}

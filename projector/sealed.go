@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 )
 
 // SealedText stands, in a projection column, for text taken from a sealed
@@ -50,7 +51,7 @@ func sessionKey(remote string, gen int) string { return remote + "/" + strconv.I
 // key (inspect of a run whose sealed events it does not otherwise read)
 // the column keeps its marker: inspect shows less, and reveals nothing.
 func (u *unsealer) add(e events.Event) error {
-	if e.Type == TypeRunResumed {
+	if e.Type == vocab.TypeRunResumed {
 		u.runErr = nil
 	}
 	if !e.Sealed() {
@@ -67,35 +68,35 @@ func (u *unsealer) fold(e events.Event) error {
 		u.taskErr, u.callErr, u.serverInfo = map[string]string{}, map[string]string{}, map[string]json.RawMessage{}
 	}
 	switch e.Type {
-	case TypeRunFinished:
-		var p RunFinished
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeRunFinished:
+		p, err := vocab.Decode[vocab.RunFinished](e)
+		if err != nil {
 			return err
 		}
 		u.runErr = &p.Error
-	case TypeTaskFinished:
-		var p TaskFinished
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeTaskFinished:
+		p, err := vocab.Decode[vocab.TaskFinished](e)
+		if err != nil {
 			return err
 		}
 		u.taskErr[p.TaskID+"/"+strconv.Itoa(p.Attempt)] = p.Error
-	case TypeCallTransition:
-		var p CallTransition
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeCallTransition:
+		p, err := vocab.Decode[vocab.CallTransition](e)
+		if err != nil {
 			return err
 		}
 		if _, ok := u.callErr[p.EffectID]; !ok && p.Reason != "" && (p.To == "failed" || p.To == "uncertain" || p.To == "cancelled") {
 			u.callErr[p.EffectID] = p.Reason
 		}
-	case TypeCallError:
-		var p CallError
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeCallError:
+		p, err := vocab.Decode[vocab.CallError](e)
+		if err != nil {
 			return err
 		}
 		u.callErr[p.EffectID] = p.Kind + ": " + p.Message
-	case TypeSessionOpened:
-		var p SessionOpened
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeSessionOpened:
+		p, err := vocab.Decode[vocab.SessionOpened](e)
+		if err != nil {
 			return err
 		}
 		u.serverInfo[sessionKey(p.Remote, p.Generation)] = p.ServerInfo

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -19,7 +19,7 @@ import (
 func swapAfterFirstCatalog(srv *mcptest.Server, tool mcptest.ToolDef) func(events.Event) {
 	done := false
 	return func(e events.Event) {
-		if e.Type == projector.TypeSessionCatalog && !done {
+		if e.Type == vocab.TypeSessionCatalog && !done {
 			done = true
 			srv.AddTool(tool)
 		}

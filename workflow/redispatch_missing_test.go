@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -19,7 +19,7 @@ func TestRedispatch_ToolMissing(t *testing.T) {
 	srv := mcptest.Start(t, mcptest.Options{}, actTool(nil))
 	restarted := false
 	restart := func(e events.Event) {
-		if e.Type == projector.TypeSessionCatalog && !restarted {
+		if e.Type == vocab.TypeSessionCatalog && !restarted {
 			restarted = true
 			if !srv.RemoveTool("act") {
 				t.Errorf("RemoveTool(act) found no tool")
@@ -62,8 +62,8 @@ func TestRedispatch_ToolMissing(t *testing.T) {
 	}
 	var reasons []string
 	if err := db.Scan(t.Context(), res.RunID, 0, func(e events.Event) error {
-		if e.Type == projector.TypeCallTransition {
-			var p projector.CallTransition
+		if e.Type == vocab.TypeCallTransition {
+			var p vocab.CallTransition
 			if err := e.Decode(&p); err != nil {
 				return err
 			}

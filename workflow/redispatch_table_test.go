@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
@@ -190,8 +191,8 @@ func TestRedispatch_RandomFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range evs {
-			if e.Type == projector.TypeCallTransition {
-				var p projector.CallTransition
+			if e.Type == vocab.TypeCallTransition {
+				var p vocab.CallTransition
 				if err := e.Decode(&p); err != nil {
 					t.Fatal(err)
 				}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
@@ -82,7 +83,7 @@ func TestReplay_TaskCalls(t *testing.T) {
 				defer cancel()
 				expired := false
 				obs := func(e events.Event) {
-					if tc.expire && !expired && e.Type == projector.TypeCallTaskAccepted {
+					if tc.expire && !expired && e.Type == vocab.TypeCallTaskAccepted {
 						expired = true
 						srv.ExpireTasks()
 					}

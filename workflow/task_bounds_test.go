@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -59,16 +59,16 @@ func runBounded(t *testing.T, db *events.DB, src, token string) *workflow.Result
 }
 
 // taskStatuses decodes the run's call.task_status events.
-func taskStatuses(t *testing.T, db *events.DB, runID string) []projector.CallTaskStatus {
+func taskStatuses(t *testing.T, db *events.DB, runID string) []vocab.CallTaskStatus {
 	t.Helper()
 	evs, err := db.Events(context.Background(), runID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []projector.CallTaskStatus
+	var out []vocab.CallTaskStatus
 	for _, e := range evs {
-		if e.Type == projector.TypeCallTaskStatus {
-			var p projector.CallTaskStatus
+		if e.Type == vocab.TypeCallTaskStatus {
+			var p vocab.CallTaskStatus
 			if err := e.Decode(&p); err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +189,7 @@ func TestTaskCall_StatusRecordsBounded(t *testing.T) {
 			frameBytes := 0
 			evs, _ := db.Events(context.Background(), res.RunID)
 			for _, e := range evs {
-				if f, err := projector.DecodeFrame(e); err == nil && e.Type != "" && strings.HasPrefix(e.Type, projector.FramePrefix) && f.Method == "tasks/get" {
+				if f, err := vocab.DecodeFrame(e); err == nil && e.Type != "" && strings.HasPrefix(e.Type, vocab.FramePrefix) && f.Method == "tasks/get" {
 					frameBytes += len(f.Body)
 				}
 			}

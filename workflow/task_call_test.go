@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -244,7 +245,7 @@ func TestTaskCall_Lost(t *testing.T) {
 			}
 			expired := false
 			obs := func(e events.Event) {
-				if tc.how == "expire" && !expired && e.Type == projector.TypeCallTaskAccepted {
+				if tc.how == "expire" && !expired && e.Type == vocab.TypeCallTaskAccepted {
 					expired = true
 					srv.ExpireTasks() // after the task is on disk, before the first tasks/get
 				}

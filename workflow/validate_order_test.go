@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -44,7 +45,7 @@ func TestRun_ResponseOnDiskBeforeCostlyValidation(t *testing.T) {
 			var outcomeWithResponse *bool
 			r := &workflow.Runner{DB: db}
 			r.Observe = func(e events.Event) {
-				if e.Type != projector.FramePrefix+"response" || outcomeWithResponse != nil {
+				if e.Type != vocab.FramePrefix+"response" || outcomeWithResponse != nil {
 					return
 				}
 				// Every response frame before the call's is a session step;

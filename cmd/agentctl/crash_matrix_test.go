@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
@@ -330,7 +331,7 @@ func crashAndResume(t *testing.T, sc crashScenario, idem, point string, ref cras
 	if n := srv.Stats().Executed["act"]; n > limit {
 		t.Fatalf("%s tool executed %d times in total, at most %d allowed\n%s", idem, n, limit, strings.Join(lines, "\n"))
 	}
-	if before[len(before)-1].Type == projector.TypeRunFinished {
+	if before[len(before)-1].Type == vocab.TypeRunFinished {
 		if code != 2 || len(after) != len(before) {
 			t.Fatalf("resume of a finished run: exit %d, %d events appended; want exit 2 and none\n%s", code, len(after)-len(before), stderr)
 		}
@@ -367,8 +368,8 @@ func crashAndResume(t *testing.T, sc crashScenario, idem, point string, ref cras
 // outcomeLogged reports whether a call ended (a terminal transition) in evs.
 func outcomeLogged(evs []events.Event) bool {
 	for _, e := range evs {
-		var tr projector.CallTransition
-		if e.Type == projector.TypeCallTransition && e.Decode(&tr) == nil {
+		var tr vocab.CallTransition
+		if e.Type == vocab.TypeCallTransition && e.Decode(&tr) == nil {
 			switch tr.To {
 			case "succeeded", "failed", "uncertain", "cancelled":
 				return true
@@ -436,7 +437,7 @@ func crashDemoAt(t *testing.T, db, point string) {
 	// Every demo tool is idempotent: at most two requests per task.
 	sent := map[string]int{}
 	for _, e := range after {
-		var f projector.Frame
+		var f vocab.Frame
 		if projector.Describe(e) == "mcp.request out tools/call" && e.Decode(&f) == nil {
 			sent[f.TaskID]++
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
@@ -263,7 +264,7 @@ func stdioCrashAndResume(t *testing.T, sc stdioCrashScenario, idem, point string
 	if n := executions(t, files, sc.tool); n > limit {
 		t.Fatalf("%s tool executed %d times in total, at most %d allowed\n%s", idem, n, limit, strings.Join(lines, "\n"))
 	}
-	if before[len(before)-1].Type == projector.TypeRunFinished {
+	if before[len(before)-1].Type == vocab.TypeRunFinished {
 		if code != 2 || len(after) != len(before) {
 			t.Fatalf("resume of a finished run: exit %d, %d events appended; want exit 2 and none\n%s", code, len(after)-len(before), stderr)
 		}

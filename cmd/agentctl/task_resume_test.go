@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -175,7 +175,7 @@ func TestCLI_TaskCrashResumeSessionGone(t *testing.T) {
 				}
 				if code == 0 {
 					src, rep := openedSessions(t, db, runID), openedSessions(t, db, repID)
-					if len(rep) == 0 || rep[len(rep)-1].SessionIDDigest != src[len(src)-1].SessionIDDigest || slices.ContainsFunc(rep, func(s projector.SessionOpened) bool { return s.TaskPoll }) {
+					if len(rep) == 0 || rep[len(rep)-1].SessionIDDigest != src[len(src)-1].SessionIDDigest || slices.ContainsFunc(rep, func(s vocab.SessionOpened) bool { return s.TaskPoll }) {
 						t.Fatalf("replay sessions %+v; source's %+v", rep, src)
 					}
 				}
@@ -185,12 +185,12 @@ func TestCLI_TaskCrashResumeSessionGone(t *testing.T) {
 }
 
 // openedSessions are the session.opened payloads of a run, in order.
-func openedSessions(t *testing.T, db, runID string) []projector.SessionOpened {
+func openedSessions(t *testing.T, db, runID string) []vocab.SessionOpened {
 	t.Helper()
-	var out []projector.SessionOpened
+	var out []vocab.SessionOpened
 	for _, e := range logOf(t, db, runID) {
-		if e.Type == projector.TypeSessionOpened {
-			var p projector.SessionOpened
+		if e.Type == vocab.TypeSessionOpened {
+			var p vocab.SessionOpened
 			if err := e.Decode(&p); err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
@@ -105,13 +106,13 @@ func (m *workerMetrics) observeCommit(ci events.CommitInfo) {
 	for _, evs := range ci.Appends {
 		for _, e := range evs {
 			switch e.Type {
-			case projector.TypeRunStarted:
+			case vocab.TypeRunStarted:
 				m.claimedQueued.Inc()
-			case projector.TypeRunResumed:
+			case vocab.TypeRunResumed:
 				m.claimedResumed.Inc()
-			case projector.TypeCallTransition:
-				var tr projector.CallTransition
-				if e.Decode(&tr) != nil {
+			case vocab.TypeCallTransition:
+				tr, err := vocab.Decode[vocab.CallTransition](e)
+				if err != nil {
 					continue
 				}
 				to := fsm.State(tr.To)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/projector"
 )
 
@@ -46,7 +47,8 @@ type Mark struct {
 
 // Transition is one call.transition with its time.
 type Transition struct {
-	projector.CallTransition
+	vocab.CallTransition
+
 	Seq int64
 	At  time.Time
 }
@@ -63,7 +65,7 @@ type Call struct {
 	Status      string
 	Transitions []Transition
 	Marks       map[string]*Mark
-	Errors      []projector.CallError
+	Errors      []vocab.CallError
 	// Row is the protocol_calls row inspect read (nil when the projection
 	// lags the log, in a live run).
 	Row *projector.CallView
@@ -125,7 +127,7 @@ type Session struct {
 	Opened          time.Time
 	Expired         *time.Time
 	Attached        []string // tasks that used the session after the one that opened it
-	Tools           []projector.ToolInfo
+	Tools           []vocab.ToolInfo
 	ToolCount       int
 	Warnings        []string
 	SourceRunID     string
@@ -183,19 +185,19 @@ func (f *fold) add(e events.Event) error {
 	if at.After(f.last) {
 		f.last = at
 	}
-	if strings.HasPrefix(e.Type, projector.FramePrefix) {
+	if strings.HasPrefix(e.Type, vocab.FramePrefix) {
 		return f.frame(e, at)
 	}
 	switch e.Type {
-	case projector.TypeTaskStarted, projector.TypeTaskFinished, projector.TypeTaskSkipped, projector.TypeTaskRetry:
-		var t taskRef
-		if err := e.Decode(&t); err != nil {
+	case vocab.TypeTaskStarted, vocab.TypeTaskFinished, vocab.TypeTaskSkipped, vocab.TypeTaskRetry:
+		t, err := vocab.Decode[taskRef](e)
+		if err != nil {
 			return err
 		}
 		f.task(e.Type, t, at)
-	case projector.TypeCallPrepared:
-		var p projector.CallPrepared
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeCallPrepared:
+		p, err := vocab.Decode[vocab.CallPrepared](e)
+		if err != nil {
 			return err
 		}
 		c := &Call{EffectID: p.EffectID, TaskID: p.TaskID, Attempt: p.Attempt, Server: p.Server, Tool: p.Tool,
@@ -205,9 +207,9 @@ func (f *fold) add(e events.Event) error {
 		if a := f.attempt(p.TaskID, p.Attempt, at); a != nil {
 			a.Calls = append(a.Calls, c)
 		}
-	case projector.TypeCallTransition:
-		var t projector.CallTransition
-		if err := e.Decode(&t); err != nil {
+	case vocab.TypeCallTransition:
+		t, err := vocab.Decode[vocab.CallTransition](e)
+		if err != nil {
 			return err
 		}
 		if c := f.callOf[t.EffectID]; c != nil {
@@ -223,29 +225,26 @@ func (f *fold) add(e events.Event) error {
 				c.gen = t.Generation
 			}
 		}
-	case projector.TypeCallResult:
-		var r struct {
-			EffectID string `json:"effectId"`
-			Polls    int    `json:"polls"`
-		}
-		if err := e.Decode(&r); err != nil {
+	case vocab.TypeCallResult:
+		r, err := vocab.Decode[vocab.CallResult](e)
+		if err != nil {
 			return err
 		}
 		f.callMark(r.EffectID, MarkResult, at)
 		if c := f.callOf[r.EffectID]; c != nil {
 			c.polled(r.Polls, time.Time{})
 		}
-	case projector.TypeCallTaskStatus:
-		var s projector.CallTaskStatus
-		if err := e.Decode(&s); err != nil {
+	case vocab.TypeCallTaskStatus:
+		s, err := vocab.Decode[vocab.CallTaskStatus](e)
+		if err != nil {
 			return err
 		}
 		if c := f.callOf[s.EffectID]; c != nil {
 			c.polled(s.Poll, at)
 		}
-	case projector.TypeCallError:
-		var ce projector.CallError
-		if err := e.Decode(&ce); err != nil {
+	case vocab.TypeCallError:
+		ce, err := vocab.Decode[vocab.CallError](e)
+		if err != nil {
 			return err
 		}
 		if c := f.callOf[ce.EffectID]; c != nil {
@@ -257,9 +256,9 @@ func (f *fold) add(e events.Event) error {
 				c.Errors = append(c.Errors, ce)
 			}
 		}
-	case projector.TypeReplayFrames:
-		var r projector.ReplayFrames
-		if err := e.Decode(&r); err != nil {
+	case vocab.TypeReplayFrames:
+		r, err := vocab.Decode[vocab.ReplayFrames](e)
+		if err != nil {
 			return err
 		}
 		if c := f.callOf[r.EffectID]; c != nil {
@@ -267,9 +266,9 @@ func (f *fold) add(e events.Event) error {
 			m.Count += int(r.Count) - 1
 		}
 		f.sourceRunID = r.SourceRunID
-	case projector.TypeSessionOpened:
-		var s projector.SessionOpened
-		if err := e.Decode(&s); err != nil {
+	case vocab.TypeSessionOpened:
+		s, err := vocab.Decode[vocab.SessionOpened](e)
+		if err != nil {
 			return err
 		}
 		ss := &Session{Remote: s.Remote, Generation: s.Generation, TaskID: s.TaskID, URL: s.URL, ProtocolVersion: s.ProtocolVersion,
@@ -280,33 +279,33 @@ func (f *fold) add(e events.Event) error {
 			l := f.lane(s.TaskID)
 			l.Marks = append(l.Marks, LaneMark{Kind: "session", At: at, Detail: fmt.Sprintf("session %s generation %d opened (%s)", s.Remote, s.Generation, s.ProtocolVersion)})
 		}
-	case projector.TypeSessionCatalog:
-		var s projector.SessionCatalog
-		if err := e.Decode(&s); err != nil {
+	case vocab.TypeSessionCatalog:
+		s, err := vocab.Decode[vocab.SessionCatalog](e)
+		if err != nil {
 			return err
 		}
 		if ss := f.sessionOf[sessionKey(s.Remote, s.Generation)]; ss != nil {
 			ss.CatalogDigest, ss.ToolCount, ss.Warnings = s.CatalogDigest, len(s.Tools), s.Warnings
 			ss.Tools = s.Tools[:min(len(s.Tools), maxTools)]
 		}
-	case projector.TypeSessionExpired, projector.TypeSessionAttached:
-		var s projector.SessionRef
-		if err := e.Decode(&s); err != nil {
+	case vocab.TypeSessionExpired, vocab.TypeSessionAttached:
+		s, err := vocab.Decode[vocab.SessionRef](e)
+		if err != nil {
 			return err
 		}
 		ss := f.sessionOf[sessionKey(s.Remote, s.Generation)]
 		if ss == nil {
 			break
 		}
-		if e.Type == projector.TypeSessionExpired {
+		if e.Type == vocab.TypeSessionExpired {
 			t := at
 			ss.Expired = &t
 		} else if len(ss.Attached) < maxTools {
 			ss.Attached = append(ss.Attached, s.TaskID)
 		}
-	case projector.TypeRunResumed:
-		var r projector.RunResumed
-		if err := e.Decode(&r); err != nil {
+	case vocab.TypeRunResumed:
+		r, err := vocab.Decode[vocab.RunResumed](e)
+		if err != nil {
 			return err
 		}
 		f.runMarks = append(f.runMarks, RunMark{Kind: "resumed", At: at, Detail: "resumed after " + r.PreviousState})
@@ -329,10 +328,10 @@ func (f *fold) frame(e events.Event, at time.Time) error {
 		return nil
 	}
 	switch e.Type {
-	case projector.FramePrefix + "resume":
+	case vocab.FramePrefix + "resume":
 		c.mark(MarkResumed, at)
 		return nil
-	case projector.FramePrefix + "request", projector.FramePrefix + "notification":
+	case vocab.FramePrefix + "request", vocab.FramePrefix + "notification":
 	default:
 		return nil
 	}
@@ -347,7 +346,7 @@ func (f *fold) frame(e events.Event, at time.Time) error {
 		c.mark(MarkProgress, at)
 		return nil
 	}
-	h, err := projector.DecodeFrameHeader(e)
+	h, err := vocab.DecodeFrameHeader(e)
 	if err != nil {
 		return err
 	}
@@ -365,15 +364,15 @@ func (f *fold) frame(e events.Event, at time.Time) error {
 func (f *fold) task(typ string, t taskRef, at time.Time) {
 	l := f.lane(t.TaskID)
 	switch typ {
-	case projector.TypeTaskStarted:
+	case vocab.TypeTaskStarted:
 		l.Attempts = append(l.Attempts, &Attempt{Attempt: t.Attempt, Server: t.Server, Tool: t.Tool, Start: at, End: at, State: "running"})
-	case projector.TypeTaskFinished:
+	case vocab.TypeTaskFinished:
 		if a := f.attempt(t.TaskID, t.Attempt, at); a != nil {
 			a.End, a.Finished, a.State, a.Error = at, true, t.State, t.Error
 		}
-	case projector.TypeTaskSkipped:
+	case vocab.TypeTaskSkipped:
 		l.Marks = append(l.Marks, LaneMark{Kind: "skipped", At: at, Detail: firstOf(t.Reason, t.Error)})
-	case projector.TypeTaskRetry:
+	case vocab.TypeTaskRetry:
 		l.Marks = append(l.Marks, LaneMark{Kind: "retry", At: at, Detail: firstOf(t.Reason, t.Error)})
 	}
 }

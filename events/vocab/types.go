@@ -1,4 +1,10 @@
-package projector
+// Package vocab is the log's vocabulary: every event type as a named
+// constant and its payload as a Go struct, one generic decode (Decode,
+// sealed payloads opened inside it) and one dispatch by type (Payload).
+// Every reader of the log (projector, replay, resume, report, progress,
+// metrics, describe) decodes payloads here and nowhere else
+// (TestNoHandDecodeOutsideVocab).
+package vocab
 
 import "encoding/json"
 
@@ -20,7 +26,6 @@ const (
 	TypeCallResult      = "call.result"
 	TypeCallError       = "call.error"
 	TypeCallReconciled  = "call.reconciled"
-	TypeStreamTruncated = "stream.truncated"
 	TypeReplayFrames    = "replay.frames"
 	FramePrefix         = "mcp."
 )
@@ -324,4 +329,20 @@ type SessionReattached struct {
 	SessionIDDigest string `json:"sessionIdDigest,omitempty"`
 	TaskIDDigest    string `json:"taskIdDigest"`
 	TaskID          string `json:"taskId,omitempty"` // the workflow task
+}
+
+// TypeRunResumed marks where `agentctl resume` picked a run up again: the
+// same run id, the seq continuing. Everything before it still stands;
+// everything after it is the resumed process.
+const TypeRunResumed = "run.resumed"
+
+// RunResumed is the payload of run.resumed.
+type RunResumed struct {
+	// FromSeq is the last seq the resumed process found in the log.
+	FromSeq int64 `json:"fromSeq"`
+	// PreviousState is the run's state before the resume: "running" after
+	// a crash, or "uncertain" when a reconcile made a finished run resumable.
+	PreviousState string `json:"previousState"`
+	// Command names what resumed the run ("resume").
+	Command string `json:"command,omitempty"`
 }
