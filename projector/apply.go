@@ -80,7 +80,25 @@ type handler func(ctx context.Context, tx *events.Tx, e events.Event) error
 // handlers holds the projection of each event type that changes a table.
 // Event types not in it change none: frames, stream.truncated and
 // replay.frames are evidence that inspect reads from the log itself.
-var handlers = map[string]handler{vocab.TypeRunCreated: decoded(applyRunCreated), vocab.TypeRunStarted: decoded(applyRunStarted), vocab.TypeRunFinished: decoded(applyRunFinished), vocab.TypeRunResumed: decoded(applyRunResumed), vocab.TypeTaskStarted: decoded(applyTaskStarted), vocab.TypeTaskFinished: decoded(applyTaskFinished), vocab.TypeTaskSkipped: decoded(applyTaskSkipped), vocab.TypeTaskRetry: decoded(applyTaskRetry), vocab.TypeSessionOpened: decoded(applySessionOpened), vocab.TypeSessionCatalog: decoded(applySessionCatalog), vocab.TypeSessionExpired: decoded(applySessionExpired), vocab.TypeSessionAttached: decoded(attachSession), vocab.TypeCallPrepared: decoded(applyCallPrepared), vocab.TypeCallTransition: decoded(applyCallTransition), vocab.TypeCallResult: decoded(applyCallResult), vocab.TypeCallError: decoded(applyCallError), vocab.TypeCallReconciled: decoded(applyCallReconciled)}
+var handlers = map[string]handler{
+	vocab.TypeRunCreated:      decoded(applyRunCreated),
+	vocab.TypeRunStarted:      decoded(applyRunStarted),
+	vocab.TypeRunFinished:     decoded(applyRunFinished),
+	vocab.TypeRunResumed:      decoded(applyRunResumed),
+	vocab.TypeTaskStarted:     decoded(applyTaskStarted),
+	vocab.TypeTaskFinished:    decoded(applyTaskFinished),
+	vocab.TypeTaskSkipped:     decoded(applyTaskSkipped),
+	vocab.TypeTaskRetry:       decoded(applyTaskRetry),
+	vocab.TypeSessionOpened:   decoded(applySessionOpened),
+	vocab.TypeSessionCatalog:  decoded(applySessionCatalog),
+	vocab.TypeSessionExpired:  decoded(applySessionExpired),
+	vocab.TypeSessionAttached: decoded(attachSession),
+	vocab.TypeCallPrepared:    decoded(applyCallPrepared),
+	vocab.TypeCallTransition:  decoded(applyCallTransition),
+	vocab.TypeCallResult:      decoded(applyCallResult),
+	vocab.TypeCallError:       decoded(applyCallError),
+	vocab.TypeCallReconciled:  decoded(applyCallReconciled),
+}
 
 // decoded adapts fn to a handler that first decodes the event's payload
 // into a P.

@@ -23,7 +23,18 @@ import (
 // typedPayload decodes a recorded payload into the projector's type for
 // its event, as the run loop hands it to Append (frames stay raw JSON).
 func typedPayload(b *testing.B, typ, payload string) any {
-	decoders := map[string]func([]byte) (any, error){vocab.TypeRunCreated: decodeAs[vocab.RunCreated], vocab.TypeRunFinished: decodeAs[vocab.RunFinished], vocab.TypeTaskStarted: decodeAs[vocab.TaskStarted], vocab.TypeTaskFinished: decodeAs[vocab.TaskFinished], vocab.TypeSessionOpened: decodeAs[vocab.SessionOpened], vocab.TypeSessionCatalog: decodeAs[vocab.SessionCatalog], vocab.TypeSessionAttached: decodeAs[vocab.SessionRef], vocab.TypeCallPrepared: decodeAs[vocab.CallPrepared], vocab.TypeCallTransition: decodeAs[vocab.CallTransition], vocab.TypeCallResult: decodeAs[vocab.CallResult]}
+	decoders := map[string]func([]byte) (any, error){
+		vocab.TypeRunCreated:      decodeAs[vocab.RunCreated],
+		vocab.TypeRunFinished:     decodeAs[vocab.RunFinished],
+		vocab.TypeTaskStarted:     decodeAs[vocab.TaskStarted],
+		vocab.TypeTaskFinished:    decodeAs[vocab.TaskFinished],
+		vocab.TypeSessionOpened:   decodeAs[vocab.SessionOpened],
+		vocab.TypeSessionCatalog:  decodeAs[vocab.SessionCatalog],
+		vocab.TypeSessionAttached: decodeAs[vocab.SessionRef],
+		vocab.TypeCallPrepared:    decodeAs[vocab.CallPrepared],
+		vocab.TypeCallTransition:  decodeAs[vocab.CallTransition],
+		vocab.TypeCallResult:      decodeAs[vocab.CallResult],
+	}
 	decode, ok := decoders[typ]
 	if !ok {
 		return json.RawMessage(payload)

@@ -229,7 +229,25 @@ type indexer struct {
 // indexers maps an event type to the indexer method that reads it; frame
 // events (vocab.FramePrefix + kind) go to frame. Other types carry
 // nothing a replay answers from.
-var indexers = map[string]func(*indexer, events.Event) error{vocab.TypeRunCreated: (*indexer).runCreated, vocab.TypeRunFinished: (*indexer).runFinished, vocab.TypeTaskFinished: (*indexer).taskFinished, vocab.TypeReplayFrames: (*indexer).replayFrames, vocab.TypeSessionOpened: (*indexer).sessionOpened, vocab.TypeSessionCatalog: (*indexer).sessionCatalog, vocab.TypeCallPrepared: (*indexer).callPrepared, vocab.TypeCallTransition: (*indexer).callTransition, vocab.TypeCallResult: (*indexer).callResult, vocab.TypeCallError: (*indexer).callError, vocab.TypeRunResumed: (*indexer).runResumed, vocab.TypeTaskStarted: (*indexer).taskStarted, vocab.TypeCallReconciled: (*indexer).callReconciled, vocab.TypeCallTaskAccepted: (*indexer).callTaskAccepted, vocab.TypeCallTaskStatus: (*indexer).callTaskStatus, vocab.TypeCallTaskCancel: (*indexer).callTaskCancel}
+var indexers = map[string]func(*indexer, events.Event) error{
+	vocab.TypeRunCreated:     (*indexer).runCreated,
+	vocab.TypeRunFinished:    (*indexer).runFinished,
+	vocab.TypeTaskFinished:   (*indexer).taskFinished,
+	vocab.TypeReplayFrames:   (*indexer).replayFrames,
+	vocab.TypeSessionOpened:  (*indexer).sessionOpened,
+	vocab.TypeSessionCatalog: (*indexer).sessionCatalog,
+	vocab.TypeCallPrepared:   (*indexer).callPrepared,
+	vocab.TypeCallTransition: (*indexer).callTransition,
+	vocab.TypeCallResult:     (*indexer).callResult,
+	vocab.TypeCallError:      (*indexer).callError,
+	vocab.TypeRunResumed:     (*indexer).runResumed,
+	vocab.TypeTaskStarted:    (*indexer).taskStarted,
+	vocab.TypeCallReconciled: (*indexer).callReconciled,
+
+	vocab.TypeCallTaskAccepted: (*indexer).callTaskAccepted,
+	vocab.TypeCallTaskStatus:   (*indexer).callTaskStatus,
+	vocab.TypeCallTaskCancel:   (*indexer).callTaskCancel,
+}
 
 // index reads one event.
 func (ix *indexer) index(e events.Event) error {
