@@ -98,23 +98,50 @@ var handlers = map[string]handler{
 	vocab.TypeCallResult:      decoded(applyCallResult),
 	vocab.TypeCallError:       decoded(applyCallError),
 	vocab.TypeCallReconciled:  decoded(applyCallReconciled),
+
+	// Facts that change no table but may carry a call's move.
+	vocab.TypeCallTaskAccepted: decoded(noTable[vocab.CallTaskAccepted]),
+	vocab.TypeCallTaskStatus:   decoded(noTable[vocab.CallTaskStatus]),
+	vocab.TypeCallTaskCancel:   decoded(noTable[vocab.CallTaskCancel]),
+	vocab.TypeReplayFrames:     decoded(noTable[vocab.ReplayFrames]),
 }
 
+func noTable[P any](context.Context, *events.Tx, events.Event, P) error { return nil }
+
 // decoded adapts fn to a handler that first decodes the event's payload
-// into a P.
+// into a P, then moves the call when the fact carries a move (a handler
+// that folds the move into its own statement clears it from p).
 func decoded[P any](fn func(ctx context.Context, tx *events.Tx, e events.Event, p P) error) handler {
 	return func(ctx context.Context, tx *events.Tx, e events.Event) error {
 		p, err := vocab.Decode[P](e)
 		if err != nil {
 			return err
 		}
-		return fn(ctx, tx, e, p)
+		if err := fn(ctx, tx, e, p); err != nil {
+			return err
+		}
+		if t, ok := vocab.MoveOf(p); ok && e.Type != vocab.TypeCallTransition && e.Type != vocab.TypeCallResult {
+			return applyCallTransition(ctx, tx, e, t)
+		}
+		return nil
 	}
 }
 
 func applyOne(ctx context.Context, tx *events.Tx, e events.Event) error {
 	if h := handlers[e.Type]; h != nil {
 		return h(ctx, tx, e)
+	}
+	if vocab.IsFrame(e.Type) { // a request frame may carry the move it makes
+		m, err := vocab.FrameMove(e)
+		if err != nil || m == nil {
+			return err
+		}
+		f, err := vocab.DecodeFrameHeader(e)
+		if err != nil {
+			return err
+		}
+		t, _ := vocab.MoveOf(f)
+		return applyCallTransition(ctx, tx, e, t)
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ func Describe(e events.Event) string {
 			if f.Method != "" {
 				s += " " + f.Method
 			}
-			return s
+			return s + moved(f)
 		}
 	case e.Type == vocab.TypeReplayFrames:
 		r, err := vocab.Decode[vocab.ReplayFrames](e)
@@ -28,7 +28,7 @@ func Describe(e events.Event) string {
 			if r.EffectID != "" {
 				what = "call"
 			}
-			return e.Type + " " + what
+			return e.Type + " " + what + moved(r)
 		}
 	case e.Type == vocab.TypeCallTransition:
 		t, err := vocab.Decode[vocab.CallTransition](e)
@@ -50,6 +50,10 @@ func Describe(e events.Event) string {
 		if err == nil {
 			return e.Type + " " + t.TaskID
 		}
+	case strings.HasPrefix(e.Type, "call."):
+		if p, err := vocab.Payload(e); err == nil {
+			return e.Type + moved(p)
+		}
 	case e.Type == vocab.TypeRunFinished:
 		r, err := vocab.Decode[vocab.RunFinished](e)
 		if err == nil {
@@ -57,4 +61,12 @@ func Describe(e events.Event) string {
 		}
 	}
 	return e.Type
+}
+
+// moved renders the move a fact carries as " ->state" ("" when none).
+func moved(p any) string {
+	if t, ok := vocab.MoveOf(p); ok {
+		return " ->" + t.To
+	}
+	return ""
 }

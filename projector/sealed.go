@@ -80,20 +80,19 @@ func (u *unsealer) fold(e events.Event) error {
 			return err
 		}
 		u.taskErr[p.TaskID+"/"+strconv.Itoa(p.Attempt)] = p.Error
-	case vocab.TypeCallTransition:
-		p, err := vocab.Decode[vocab.CallTransition](e)
+	case vocab.TypeCallTransition, vocab.TypeCallResult, vocab.TypeCallReconciled, vocab.TypeCallTaskAccepted, vocab.TypeCallTaskStatus, vocab.TypeCallTaskCancel:
+		p, err := vocab.Payload(e)
 		if err != nil {
 			return err
 		}
-		if _, ok := u.callErr[p.EffectID]; !ok && p.Reason != "" && (p.To == "failed" || p.To == "uncertain" || p.To == "cancelled") {
-			u.callErr[p.EffectID] = p.Reason
-		}
+		u.moved(p)
 	case vocab.TypeCallError:
 		p, err := vocab.Decode[vocab.CallError](e)
 		if err != nil {
 			return err
 		}
 		u.callErr[p.EffectID] = p.Kind + ": " + p.Message
+		u.moved(p)
 	case vocab.TypeSessionOpened:
 		p, err := vocab.Decode[vocab.SessionOpened](e)
 		if err != nil {
@@ -102,6 +101,18 @@ func (u *unsealer) fold(e events.Event) error {
 		u.serverInfo[sessionKey(p.Remote, p.Generation)] = p.ServerInfo
 	}
 	return nil
+}
+
+// moved folds the move a call fact carries (or a call.transition) as the
+// projector's COALESCE(error, reason) does.
+func (u *unsealer) moved(p any) {
+	t, ok := vocab.MoveOf(p)
+	if !ok {
+		return
+	}
+	if _, ok := u.callErr[t.EffectID]; !ok && t.Reason != "" && (t.To == "failed" || t.To == "uncertain" || t.To == "cancelled") {
+		u.callErr[t.EffectID] = t.Reason
+	}
 }
 
 // patch replaces each SealedText of doc by the text the log holds.

@@ -197,12 +197,9 @@ func Reconcile(ctx context.Context, db *events.DB, rq Reconciliation) (*Reconcil
 	if err != nil {
 		return nil, fmt.Errorf("reconcile %s: %w", rq.EffectID, err)
 	}
-	stream := "call/" + rq.EffectID
-	recs := []events.Record{
-		{Stream: stream, Type: vocab.TypeCallReconciled, Payload: rec},
-		{Stream: stream, Type: vocab.TypeCallTransition, Payload: vocab.CallTransition{EffectID: rq.EffectID,
-			From: string(tr.From), To: string(tr.To), Trigger: string(tr.Trigger), Reason: tr.Reason, Generation: lc.gen, Redispatches: next.Redispatches}},
-	}
+	// The verdict carries the move it makes (no call.transition restates it).
+	rec.Move = &vocab.Move{To: string(tr.To), Trigger: string(tr.Trigger), Reason: tr.Reason, Generation: lc.gen, Redispatches: next.Redispatches}
+	recs := []events.Record{{Stream: "call/" + rq.EffectID, Type: vocab.TypeCallReconciled, Payload: rec}}
 	if _, err := db.Append(ctx, runID, recs, projector.Apply); err != nil {
 		return nil, err
 	}

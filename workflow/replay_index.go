@@ -142,7 +142,7 @@ type replaySource struct {
 }
 
 func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replaySource, error) {
-	ix := &indexer{ctx: ctx, intact: map[string]bool{}, src: &replaySource{db: db, runID: runID, sessions: map[string][]*recSession{},
+	ix := &indexer{ctx: ctx, intact: map[string]bool{}, states: projector.Calls{}, src: &replaySource{db: db, runID: runID, sessions: map[string][]*recSession{},
 		calls: map[callKey]*recCall{}, byEffect: map[string]*recCall{}, gens: map[string]int{}, tasks: map[string]*recTask{}}}
 	if err := ix.requireIntact(runID); err != nil {
 		return nil, err
@@ -224,6 +224,8 @@ type indexer struct {
 	// the next recorded failure (task.finished, a failed reconnect,
 	// run.finished) is theirs.
 	unsettled []*recSession
+	// states rebuilds each call's machine from the facts (checked moves).
+	states projector.Calls
 }
 
 // indexers maps an event type to the indexer method that reads it; frame
@@ -250,14 +252,53 @@ var indexers = map[string]func(*indexer, events.Event) error{
 }
 
 // index reads one event.
+// A request frame (or a replay's replay.frames) carries the move that
+// let it go out: the move is read before it. Any other fact carries the
+// move it caused: read after it.
 func (ix *indexer) index(e events.Event) error {
-	if h := indexers[e.Type]; h != nil {
-		return h(ix, e)
+	forward := vocab.IsFrame(e.Type) || e.Type == vocab.TypeReplayFrames
+	if forward {
+		if err := ix.factMove(e); err != nil {
+			return err
+		}
 	}
-	if strings.HasPrefix(e.Type, vocab.FramePrefix) {
-		return ix.frame(e)
+	if h := indexers[e.Type]; h != nil {
+		if err := h(ix, e); err != nil {
+			return err
+		}
+	} else if vocab.IsFrame(e.Type) {
+		if err := ix.frame(e); err != nil {
+			return err
+		}
+	}
+	if !forward && strings.HasPrefix(e.Type, "call.") && e.Type != vocab.TypeCallTransition && e.Type != vocab.TypeCallPrepared {
+		return ix.factMove(e)
 	}
 	return nil
+}
+
+// factMove folds the move e carries, if any, as a call.transition.
+func (ix *indexer) factMove(e events.Event) error {
+	var p any
+	if vocab.IsFrame(e.Type) {
+		m, err := vocab.FrameMove(e)
+		if err != nil || m == nil {
+			return err
+		}
+		if p, err = vocab.DecodeFrameHeader(e); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if p, err = vocab.Payload(e); err != nil {
+			return err
+		}
+	}
+	t, ok, err := ix.states.Fact(e, p)
+	if !ok || err != nil {
+		return err
+	}
+	return ix.callMove(t)
 }
 
 // fail gives f to every unsettled session that has no failure yet.
@@ -469,6 +510,7 @@ func (ix *indexer) callPrepared(e events.Event) error {
 		return err
 	}
 	c := &recCall{prepared: p}
+	ix.states.Prepared(p)
 	ix.src.calls[callKey{p.TaskID, p.Attempt, p.Ordinal}] = c
 	ix.src.byEffect[p.EffectID] = c
 	return nil
@@ -479,6 +521,14 @@ func (ix *indexer) callTransition(e events.Event) error {
 	if err != nil {
 		return err
 	}
+	if p, err = ix.states.Move(e, p); err != nil {
+		return err
+	}
+	return ix.callMove(p)
+}
+
+// callMove reads one transition of a recorded call.
+func (ix *indexer) callMove(p vocab.CallTransition) error {
 	c := ix.src.byEffect[p.EffectID]
 	if c == nil {
 		return fmt.Errorf("transition of unknown call %s", p.EffectID)

@@ -7,6 +7,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
+	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 )
 
@@ -25,6 +26,7 @@ type runLog struct {
 	catalogs map[string]map[int]*vocab.SessionCatalog // remote → generation → tools/list
 	// retryFailed: this resume gives failed tasks a new attempt.
 	retryFailed bool
+	states      projector.Calls // each call's machine, as its facts rebuild it
 }
 
 // loggedAttempt is one task attempt as recorded.
@@ -55,7 +57,7 @@ type loggedCall struct {
 // wraps events.ErrNoRun.
 func loadRunLog(ctx context.Context, db *events.DB, runID string) (*runLog, error) {
 	l := &runLog{runID: runID, attempts: map[string][]*loggedAttempt{}, calls: map[string]*loggedCall{},
-		gens: map[string]int{}, protos: map[string]string{}, catalogs: map[string]map[int]*vocab.SessionCatalog{}}
+		gens: map[string]int{}, protos: map[string]string{}, catalogs: map[string]map[int]*vocab.SessionCatalog{}, states: projector.Calls{}}
 	err := db.Scan(ctx, runID, 0, func(e events.Event) error {
 		l.lastSeq = e.Seq
 		return l.fold(e)
@@ -137,6 +139,7 @@ func (l *runLog) fold(e events.Event) error {
 		}
 		c := &loggedCall{prep: p, gen: p.Generation}
 		l.calls[p.EffectID] = c
+		l.states.Prepared(p)
 		if a := l.attempt(p.TaskID, p.Attempt); a != nil {
 			a.call = c
 		}
@@ -145,13 +148,7 @@ func (l *runLog) fold(e events.Event) error {
 		if err != nil {
 			return err
 		}
-		if c := l.calls[p.EffectID]; c != nil {
-			c.transitions = append(c.transitions, fsm.Transition{From: fsm.State(p.From), To: fsm.State(p.To), Trigger: fsm.Trigger(p.Trigger), Reason: p.Reason})
-			c.gen = p.Generation
-			if p.To == string(fsm.Dispatched) || p.To == string(fsm.Redispatched) {
-				c.result, c.possiblyExecuted = nil, 0 // an outcome belongs to the latest send
-			}
-		}
+		return l.move(e, p)
 	case vocab.FramePrefix + "http_error":
 		f, err := vocab.Decode[vocab.Frame](e)
 		if err != nil {
@@ -168,6 +165,7 @@ func (l *runLog) fold(e events.Event) error {
 		if c := l.calls[p.EffectID]; c != nil {
 			c.result = &p
 		}
+		return l.move(e, p)
 	case vocab.TypeCallTaskAccepted, vocab.TypeCallTaskStatus:
 		return l.foldTask(e)
 	case vocab.TypeCallReconciled:
@@ -177,6 +175,47 @@ func (l *runLog) fold(e events.Event) error {
 		}
 		if c := l.calls[p.EffectID]; c != nil {
 			c.reconciled = &p
+		}
+		return l.move(e, p)
+	case vocab.TypeCallError, vocab.TypeCallTaskCancel, vocab.TypeReplayFrames:
+		p, err := vocab.Payload(e)
+		if err != nil {
+			return err
+		}
+		return l.move(e, p)
+	default:
+		if vocab.IsFrame(e.Type) {
+			return l.frameMove(e)
+		}
+	}
+	return nil
+}
+
+// frameMove folds the move a request frame carries.
+func (l *runLog) frameMove(e events.Event) error {
+	m, err := vocab.FrameMove(e)
+	if err != nil || m == nil {
+		return err
+	}
+	f, err := vocab.DecodeFrameHeader(e)
+	if err != nil {
+		return err
+	}
+	return l.move(e, f)
+}
+
+// move folds the call transition the decoded payload p of e records (a
+// fact's move, or a call.transition), checked against the machine.
+func (l *runLog) move(e events.Event, p any) error {
+	t, ok, err := l.states.Fact(e, p)
+	if !ok || err != nil {
+		return err
+	}
+	if c := l.calls[t.EffectID]; c != nil {
+		c.transitions = append(c.transitions, fsm.Transition{From: fsm.State(t.From), To: fsm.State(t.To), Trigger: fsm.Trigger(t.Trigger), Reason: t.Reason})
+		c.gen = t.Generation
+		if t.To == string(fsm.Dispatched) || t.To == string(fsm.Redispatched) {
+			c.result, c.possiblyExecuted = nil, 0 // an outcome belongs to the latest send
 		}
 	}
 	return nil

@@ -43,6 +43,7 @@ func (l *runLog) foldTask(e events.Event) error {
 			c.task = &loggedTask{accepted: p, at: at, status: p.Status, message: p.StatusMessage}
 			c.result = nil // a result now comes from tasks/result
 		}
+		return l.move(e, p)
 	case vocab.TypeCallTaskStatus:
 		p, err := vocab.Decode[vocab.CallTaskStatus](e)
 		if err != nil {
@@ -53,6 +54,7 @@ func (l *runLog) foldTask(e events.Event) error {
 			c.task.records++
 			c.task.bytes += statusBytes(transport.TaskStatus(p.Status), p.StatusMessage)
 		}
+		return l.move(e, p)
 	}
 	return nil
 }

@@ -242,6 +242,7 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 		recs = append(rn.pending, recs...)
 		rn.pending = nil
 	}
+	recs = factsOnly(recs)
 	var evs []events.Event
 	var err error
 	if after < 0 {

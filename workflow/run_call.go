@@ -89,7 +89,7 @@ func (c *call) run(ctx context.Context) (any, error) {
 	c.remote, c.gen, c.schemaDigest = c.rs.name, c.rs.gen, c.tool.Digest()
 	prep := vocab.CallPrepared{EffectID: c.effectID, TaskID: c.task.ID, Attempt: c.attempt, Ordinal: 1, Server: c.task.With.Server,
 		Tool: c.tool.Name, Idempotency: string(c.m.Idempotency), Generation: c.rs.gen, ArgumentsDigest: argDigest,
-		SchemaDigest: c.schemaDigest, Arguments: c.args}
+		SchemaDigest: c.schemaDigest, Arguments: c.args, State: string(fsm.Prepared)}
 	if c.m.Idempotency == fsm.Keyed {
 		prep.IdempotencyKey = c.effectID
 	}

@@ -145,39 +145,7 @@ func (p *progress) observe(e events.Event) {
 			p.calls[c.EffectID] = r
 			p.startTicker()
 		}
-	case vocab.TypeCallTransition:
-		t, err := vocab.Decode[vocab.CallTransition](e)
-		if err != nil {
-			return
-		}
-		p.last[t.EffectID] = t.To
-		r := p.calls[t.EffectID]
-		if r != nil {
-			r.generation = max(r.generation, t.Generation)
-			if t.To == "reconnecting" {
-				r.reconnects++
-			}
-		}
-		if t.To == "dispatched" {
-			p.redraw()
-			return
-		}
-		if r != nil && terminal(t.To) {
-			r.running = false
-		}
-		reason := ""
-		if t.Reason != "" {
-			reason = ": " + clean(t.Reason)
-		}
-		task := "" // concurrent tasks interleave their lines: name the task
-		if r != nil {
-			task = " (" + clean(r.task) + ")"
-		}
-		from := ""
-		if p.from && t.From != "" {
-			from = " " + clean(t.From)
-		}
-		p.line("  call %s%s%s → %s%s", short(t.EffectID), task, from, p.paint(t.To), reason)
+		p.last[c.EffectID] = "prepared"
 	case vocab.TypeCallTaskAccepted, vocab.TypeCallTaskStatus:
 		p.taskStatus(e)
 	case vocab.FramePrefix + "notification":
@@ -197,20 +165,65 @@ func (p *progress) observe(e events.Event) {
 		}
 		p.line("  %s retry (attempt %d) not before %s", clean(t.TaskID), t.Attempt, clean(t.NotBefore))
 	case vocab.TypeTaskFinished:
-		t, err := vocab.Decode[vocab.TaskFinished](e)
-		if err != nil {
-			return
+		p.taskFinished(e, at)
+	}
+	// A call's move, recorded by the fact that caused it (or, in an older
+	// log, as call.transition), after what the fact itself shows.
+	if t, ok, err := vocab.EventMove(e); ok && err == nil {
+		p.move(t)
+	}
+}
+
+// move shows a call's transition.
+func (p *progress) move(t vocab.CallTransition) {
+	if t.From == "" {
+		t.From = p.last[t.EffectID]
+	}
+	p.last[t.EffectID] = t.To
+	r := p.calls[t.EffectID]
+	if r != nil {
+		r.generation = max(r.generation, t.Generation)
+		if t.To == "reconnecting" {
+			r.reconnects++
 		}
-		if r := p.byKey[fmt.Sprintf("%s/%d", t.TaskID, t.Attempt)]; r != nil {
-			r.state, r.ended, r.running = t.State, at, false
-			for id, c := range p.calls {
-				if c == r {
-					delete(p.calls, id)
-				}
+	}
+	if t.To == "dispatched" {
+		p.redraw()
+		return
+	}
+	if r != nil && terminal(t.To) {
+		r.running = false
+	}
+	reason := ""
+	if t.Reason != "" {
+		reason = ": " + clean(t.Reason)
+	}
+	task := "" // concurrent tasks interleave their lines: name the task
+	if r != nil {
+		task = " (" + clean(r.task) + ")"
+	}
+	from := ""
+	if p.from && t.From != "" {
+		from = " " + clean(t.From)
+	}
+	p.line("  call %s%s%s → %s%s", short(t.EffectID), task, from, p.paint(t.To), reason)
+}
+
+// taskFinished ends a task's row.
+func (p *progress) taskFinished(e events.Event, at time.Time) {
+	t, err := vocab.Decode[vocab.TaskFinished](e)
+	if err != nil {
+		return
+	}
+	if r := p.byKey[fmt.Sprintf("%s/%d", t.TaskID, t.Attempt)]; r != nil {
+		r.state, r.ended, r.running = t.State, at, false
+		for id, c := range p.calls {
+			if c == r {
+				delete(p.calls, id)
 			}
 		}
-		p.line("  %s %s", clean(t.TaskID), p.paint(t.State))
 	}
+	p.line("  %s %s", clean(t.TaskID), p.paint(t.State))
 }
 
 // notification records a persisted notifications/progress for its call.

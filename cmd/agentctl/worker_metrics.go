@@ -99,8 +99,9 @@ func newWorkerMetrics(db *events.DB) *workerMetrics {
 }
 
 // observeCommit is the DB's CommitObserver: it runs under the log's write
-// lock, so it only adds to counters (a call.transition appended by this
-// process decodes without parsing: Decode hands back the appended value).
+// lock, so it only adds to counters (a fact appended by this process
+// decodes without parsing: Decode hands back the appended value; a frame
+// is read only when its header carries a move).
 func (m *workerMetrics) observeCommit(ci events.CommitInfo) {
 	m.commitLatency.Observe(ci.Latency.Seconds())
 	for _, evs := range ci.Appends {
@@ -110,9 +111,11 @@ func (m *workerMetrics) observeCommit(ci events.CommitInfo) {
 				m.claimedQueued.Inc()
 			case vocab.TypeRunResumed:
 				m.claimedResumed.Inc()
-			case vocab.TypeCallTransition:
-				tr, err := vocab.Decode[vocab.CallTransition](e)
-				if err != nil {
+			default:
+				// A call's move rides on the fact that caused it (or, in
+				// an older log, on call.transition).
+				tr, ok, err := vocab.EventMove(e)
+				if !ok || err != nil {
 					continue
 				}
 				to := fsm.State(tr.To)

@@ -102,3 +102,119 @@ func Types() []string {
 	}
 	return out
 }
+
+// MoveOf returns the call transition a decoded payload records: a
+// call.transition as written (logs before moves rode on facts), or the
+// Move a fact carries, as a CallTransition with From empty (the state the
+// call was in, which the reader knows). ok is false when p records none.
+func MoveOf(p any) (t CallTransition, ok bool) {
+	var id string
+	var m *Move
+	switch v := p.(type) {
+	case CallTransition:
+		return v, true
+	case Frame:
+		id, m = v.EffectID, v.Move
+	case CallError:
+		id, m = v.EffectID, v.Move
+	case CallResult:
+		id, m = v.EffectID, v.Move
+	case CallReconciled:
+		id, m = v.EffectID, v.Move
+	case CallTaskAccepted:
+		id, m = v.EffectID, v.Move
+	case CallTaskStatus:
+		id, m = v.EffectID, v.Move
+	case CallTaskCancel:
+		id, m = v.EffectID, v.Move
+	case ReplayFrames:
+		id, m = v.EffectID, v.Move
+	}
+	if m == nil {
+		return CallTransition{}, false
+	}
+	return CallTransition{EffectID: id, To: m.To, Trigger: m.Trigger, Reason: m.Reason, Generation: m.Generation, Redispatches: m.Redispatches}, true
+}
+
+// WithMove returns p with its Move set to t's (p must be a payload type
+// MoveOf reads, not a call.transition); ok is false for any other type.
+func WithMove(p any, t CallTransition) (any, bool) {
+	m := &Move{To: t.To, Trigger: t.Trigger, Reason: t.Reason, Generation: t.Generation, Redispatches: t.Redispatches}
+	switch v := p.(type) {
+	case Frame:
+		v.Move = m
+		return v, true
+	case CallError:
+		v.Move = m
+		return v, true
+	case CallResult:
+		v.Move = m
+		return v, true
+	case CallReconciled:
+		v.Move = m
+		return v, true
+	case CallTaskAccepted:
+		v.Move = m
+		return v, true
+	case CallTaskStatus:
+		v.Move = m
+		return v, true
+	case CallTaskCancel:
+		v.Move = m
+		return v, true
+	case ReplayFrames:
+		v.Move = m
+		return v, true
+	}
+	return p, false
+}
+
+// FrameMove reads the move of a frame event without decoding its body
+// when it has none (frames are written with "move" before "body"): nil
+// when the frame records no move.
+func FrameMove(e events.Event) (*Move, error) {
+	p, err := e.Plaintext()
+	if err != nil {
+		return nil, err
+	}
+	head := p
+	if i := strings.Index(p, `,"body":`); i >= 0 {
+		head = p[:i]
+	}
+	if !strings.Contains(head, `"move"`) {
+		return nil, nil
+	}
+	f, err := DecodeFrame(e)
+	return f.Move, err
+}
+
+// carriers are the event types (besides frames) that may carry a Move.
+var carriers = map[string]bool{TypeCallTransition: true, TypeCallError: true, TypeCallResult: true, TypeCallReconciled: true,
+	TypeCallTaskAccepted: true, TypeCallTaskStatus: true, TypeCallTaskCancel: true, TypeReplayFrames: true}
+
+// EventMove returns the call transition e records, for readers that want
+// nothing else of it: a call.transition, or the move a fact carries (From
+// empty). A frame's body is not decoded unless it carries a move.
+func EventMove(e events.Event) (CallTransition, bool, error) {
+	if IsFrame(e.Type) {
+		m, err := FrameMove(e)
+		if err != nil || m == nil {
+			return CallTransition{}, false, err
+		}
+		f, err := DecodeFrameHeader(e)
+		if err != nil {
+			return CallTransition{}, false, err
+		}
+		t, ok := MoveOf(f)
+		return t, ok, nil
+	}
+	if !carriers[e.Type] {
+		return CallTransition{}, false, nil
+	}
+	p, err := Payload(e)
+	if err != nil {
+		return CallTransition{}, false, err
+	}
+	t, ok := MoveOf(p)
+	return t, ok, nil
+}

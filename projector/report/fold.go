@@ -148,11 +148,12 @@ type fold struct {
 	lastStamp   string
 	lastAt      time.Time
 	sourceRunID string
+	states      projector.Calls // each call's machine, rebuilt from the facts
 }
 
 func newFold(runID string) *fold {
 	return &fold{laneOf: map[string]*Lane{}, callOf: map[string]*Call{}, sessionOf: map[string]*Session{},
-		chain: newChainCheck(runID)}
+		chain: newChainCheck(runID), states: projector.Calls{}}
 }
 
 // taskRef is the part of a task event's payload the fold reads; it decodes
@@ -195,82 +196,109 @@ func (f *fold) add(e events.Event) error {
 			return err
 		}
 		f.task(e.Type, t, at)
-	case vocab.TypeCallPrepared:
-		p, err := vocab.Decode[vocab.CallPrepared](e)
+		return nil
+	case vocab.TypeRunResumed:
+		r, err := vocab.Decode[vocab.RunResumed](e)
 		if err != nil {
 			return err
 		}
-		c := &Call{EffectID: p.EffectID, TaskID: p.TaskID, Attempt: p.Attempt, Server: p.Server, Tool: p.Tool,
-			Idempotency: p.Idempotency, Start: at, End: at, Status: "prepared", Marks: map[string]*Mark{}}
-		f.calls = append(f.calls, c)
-		f.callOf[c.EffectID] = c
-		if a := f.attempt(p.TaskID, p.Attempt, at); a != nil {
-			a.Calls = append(a.Calls, c)
+		f.runMarks = append(f.runMarks, RunMark{Kind: "resumed", At: at, Detail: "resumed after " + r.PreviousState})
+		return nil
+	}
+	if !strings.HasPrefix(e.Type, "call.") && !strings.HasPrefix(e.Type, "session.") && e.Type != vocab.TypeReplayFrames {
+		return nil
+	}
+	p, err := vocab.Payload(e)
+	if err != nil {
+		return err
+	}
+	switch p := p.(type) {
+	case vocab.CallPrepared:
+		f.callPrepared(p, at)
+	case vocab.CallTransition:
+		// A log written before moves rode on facts; taken by f.moved below.
+	case vocab.CallResult:
+		f.callMark(p.EffectID, MarkResult, at)
+		if c := f.callOf[p.EffectID]; c != nil {
+			c.polled(p.Polls, time.Time{})
 		}
-	case vocab.TypeCallTransition:
-		t, err := vocab.Decode[vocab.CallTransition](e)
-		if err != nil {
-			return err
+	case vocab.CallTaskStatus:
+		if c := f.callOf[p.EffectID]; c != nil {
+			c.polled(p.Poll, at)
 		}
-		if c := f.callOf[t.EffectID]; c != nil {
-			c.Transitions = append(c.Transitions, Transition{CallTransition: t, Seq: e.Seq, At: at})
-			c.Status, c.End = t.To, at
-			switch t.To {
-			case "reconnecting":
-				c.lost(c.gen, at) // the generation it was on, before this move
-			case "redispatched":
-				c.mark(MarkRedispatch, at)
-			}
-			if t.Generation > 0 {
-				c.gen = t.Generation
-			}
-		}
-	case vocab.TypeCallResult:
-		r, err := vocab.Decode[vocab.CallResult](e)
-		if err != nil {
-			return err
-		}
-		f.callMark(r.EffectID, MarkResult, at)
-		if c := f.callOf[r.EffectID]; c != nil {
-			c.polled(r.Polls, time.Time{})
-		}
-	case vocab.TypeCallTaskStatus:
-		s, err := vocab.Decode[vocab.CallTaskStatus](e)
-		if err != nil {
-			return err
-		}
-		if c := f.callOf[s.EffectID]; c != nil {
-			c.polled(s.Poll, at)
-		}
-	case vocab.TypeCallError:
-		ce, err := vocab.Decode[vocab.CallError](e)
-		if err != nil {
-			return err
-		}
-		if c := f.callOf[ce.EffectID]; c != nil {
-			c.mark(MarkError, at)
-			if ce.Kind == errSessionExpired { // lost even when the call cannot be resent (it ends uncertain)
-				c.lost(c.gen, at)
-			}
-			if len(c.Errors) < maxPoints {
-				c.Errors = append(c.Errors, ce)
-			}
-		}
-	case vocab.TypeReplayFrames:
-		r, err := vocab.Decode[vocab.ReplayFrames](e)
-		if err != nil {
-			return err
-		}
-		if c := f.callOf[r.EffectID]; c != nil {
+	case vocab.CallError:
+		f.callError(p, at)
+	case vocab.ReplayFrames:
+		if c := f.callOf[p.EffectID]; c != nil {
 			m := c.mark(MarkReplayed, at)
-			m.Count += int(r.Count) - 1
+			m.Count += int(p.Count) - 1
 		}
-		f.sourceRunID = r.SourceRunID
-	case vocab.TypeSessionOpened:
-		s, err := vocab.Decode[vocab.SessionOpened](e)
-		if err != nil {
-			return err
-		}
+		f.sourceRunID = p.SourceRunID
+	default:
+		f.session(e.Type, p, at)
+	}
+	return f.moved(e, p, at)
+}
+
+// callPrepared adds the call (and the session its task attaches to).
+func (f *fold) callPrepared(p vocab.CallPrepared, at time.Time) {
+	c := &Call{EffectID: p.EffectID, TaskID: p.TaskID, Attempt: p.Attempt, Server: p.Server, Tool: p.Tool,
+		Idempotency: p.Idempotency, Start: at, End: at, Status: "prepared", Marks: map[string]*Mark{}}
+	f.calls = append(f.calls, c)
+	f.callOf[c.EffectID] = c
+	f.states.Prepared(p)
+	if a := f.attempt(p.TaskID, p.Attempt, at); a != nil {
+		a.Calls = append(a.Calls, c)
+	}
+	if p.SessionFrom != "" {
+		f.session(vocab.TypeSessionAttached, vocab.SessionRef{Remote: p.Server, Generation: p.Generation, TaskID: p.TaskID, FromTaskID: p.SessionFrom}, at)
+	}
+}
+
+// callError marks an error on its call.
+func (f *fold) callError(ce vocab.CallError, at time.Time) {
+	c := f.callOf[ce.EffectID]
+	if c == nil {
+		return
+	}
+	c.mark(MarkError, at)
+	if ce.Kind == errSessionExpired { // lost even when the call cannot be resent (it ends uncertain)
+		c.lost(c.gen, at)
+	}
+	if len(c.Errors) < maxPoints {
+		c.Errors = append(c.Errors, ce)
+	}
+}
+
+// moved folds the call transition p records (a fact's move, or a
+// call.transition of an older log), after what the fact itself says.
+func (f *fold) moved(e events.Event, p any, at time.Time) error {
+	t, ok, err := f.states.Fact(e, p)
+	if !ok || err != nil {
+		return err
+	}
+	c := f.callOf[t.EffectID]
+	if c == nil {
+		return nil
+	}
+	c.Transitions = append(c.Transitions, Transition{CallTransition: t, Seq: e.Seq, At: at})
+	c.Status, c.End = t.To, at
+	switch t.To {
+	case "reconnecting":
+		c.lost(c.gen, at) // the generation it was on, before this move
+	case "redispatched":
+		c.mark(MarkRedispatch, at)
+	}
+	if t.Generation > 0 {
+		c.gen = t.Generation
+	}
+	return nil
+}
+
+// session folds the session events (and a call's attachment to one).
+func (f *fold) session(typ string, p any, at time.Time) {
+	switch s := p.(type) {
+	case vocab.SessionOpened:
 		ss := &Session{Remote: s.Remote, Generation: s.Generation, TaskID: s.TaskID, URL: s.URL, ProtocolVersion: s.ProtocolVersion,
 			SessionIDDigest: s.SessionIDDigest, Opened: at, SourceRunID: s.SourceRunID}
 		f.sessions = append(f.sessions, ss)
@@ -279,38 +307,23 @@ func (f *fold) add(e events.Event) error {
 			l := f.lane(s.TaskID)
 			l.Marks = append(l.Marks, LaneMark{Kind: "session", At: at, Detail: fmt.Sprintf("session %s generation %d opened (%s)", s.Remote, s.Generation, s.ProtocolVersion)})
 		}
-	case vocab.TypeSessionCatalog:
-		s, err := vocab.Decode[vocab.SessionCatalog](e)
-		if err != nil {
-			return err
-		}
+	case vocab.SessionCatalog:
 		if ss := f.sessionOf[sessionKey(s.Remote, s.Generation)]; ss != nil {
 			ss.CatalogDigest, ss.ToolCount, ss.Warnings = s.CatalogDigest, len(s.Tools), s.Warnings
 			ss.Tools = s.Tools[:min(len(s.Tools), maxTools)]
 		}
-	case vocab.TypeSessionExpired, vocab.TypeSessionAttached:
-		s, err := vocab.Decode[vocab.SessionRef](e)
-		if err != nil {
-			return err
-		}
+	case vocab.SessionRef:
 		ss := f.sessionOf[sessionKey(s.Remote, s.Generation)]
 		if ss == nil {
-			break
+			return
 		}
-		if e.Type == vocab.TypeSessionExpired {
+		if typ == vocab.TypeSessionExpired {
 			t := at
 			ss.Expired = &t
-		} else if len(ss.Attached) < maxTools {
+		} else if typ == vocab.TypeSessionAttached && len(ss.Attached) < maxTools {
 			ss.Attached = append(ss.Attached, s.TaskID)
 		}
-	case vocab.TypeRunResumed:
-		r, err := vocab.Decode[vocab.RunResumed](e)
-		if err != nil {
-			return err
-		}
-		f.runMarks = append(f.runMarks, RunMark{Kind: "resumed", At: at, Detail: "resumed after " + r.PreviousState})
 	}
-	return nil
 }
 
 // progressPrefix opens a progress notification frame as agentctl writes it.
@@ -358,7 +371,7 @@ func (f *fold) frame(e events.Event, at time.Time) error {
 	case h.Dir == "in" && h.Method == "notifications/progress":
 		c.mark(MarkProgress, at)
 	}
-	return nil
+	return f.moved(e, h, at) // the request carries the move it makes
 }
 
 func (f *fold) task(typ string, t taskRef, at time.Time) {
