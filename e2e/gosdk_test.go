@@ -48,11 +48,11 @@ func openSession(pages int) []string {
 
 // succeededCall is the log of one call answered with progress notifications first.
 func succeededCall(progress int) []string {
-	out := []string{"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call"}
+	out := []string{"call.prepared", "mcp.request out tools/call prepared->dispatched"}
 	for range progress {
 		out = append(out, "mcp.notification in notifications/progress")
 	}
-	return append(out, "mcp.response in", "call.result", "call.transition dispatched->succeeded")
+	return append(out, "mcp.response in", "call.result dispatched->succeeded")
 }
 
 func concat(parts ...[]string) []string {
@@ -125,8 +125,8 @@ func TestGoSDK_ProgressNeedsSSE(t *testing.T) {
 		t.Errorf("error = %v", res.Err)
 	}
 	assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started count"), openSession(1),
-		lines("call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.response in",
-			"call.result", "call.error", "call.transition dispatched->failed", "task.finished count failed", "run.finished failed")))
+		lines("call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.response in",
+			"call.result", "call.error dispatched->failed", "task.finished count failed", "run.finished failed")))
 	if n := srv.Calls("analyze"); n != 1 {
 		t.Errorf("server ran analyze %d times, want 1", n)
 	}
@@ -210,8 +210,8 @@ func TestGoSDK_OutputValidation(t *testing.T) {
 			t.Fatalf("exit %d (%v), want %d", code, res.Err, workflow.ExitFailed)
 		}
 		assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started bad"), openSession(1),
-			lines("call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.response in",
-				"call.result", "call.error", "call.transition dispatched->failed", "task.finished bad failed", "run.finished failed")))
+			lines("call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.response in",
+				"call.result", "call.error dispatched->failed", "task.finished bad failed", "run.finished failed")))
 		errs := decodeAll[vocab.CallError](t, runEvents(t, db, res.RunID), vocab.TypeCallError)
 		if len(errs) != 1 || errs[0].Kind != "invalid_output" || !strings.Contains(errs[0].Message, `"/n"`) {
 			t.Fatalf("call.error = %+v, want one invalid_output at /n", errs)
@@ -237,8 +237,8 @@ func TestGoSDK_IsError(t *testing.T) {
 		t.Errorf("error should carry the tool's text: %v", res.Err)
 	}
 	assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started boom"), openSession(1),
-		lines("call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.response in",
-			"call.result", "call.error", "call.transition dispatched->failed", "task.finished boom failed", "run.finished failed")))
+		lines("call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.response in",
+			"call.result", "call.error dispatched->failed", "task.finished boom failed", "run.finished failed")))
 	if n := srv.Calls("fail"); n != 1 {
 		t.Fatalf("server ran fail %d times, want 1", n)
 	}
@@ -347,11 +347,11 @@ func TestGoSDK_SessionExpiry(t *testing.T) {
 			}
 			assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started first"), openSession(1), succeededCall(0),
 				lines("task.finished first succeeded", "task.started second", "session.attached",
-					"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.http_error in tools/call",
-					"session.expired", "call.error", "call.transition dispatched->reconnecting"),
+					"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.http_error in tools/call",
+					"session.expired", "call.error dispatched->reconnecting"),
 				openSession(1),
-				lines("call.transition reconnecting->redispatched", "mcp.request out tools/call", "mcp.response in",
-					"call.result", "call.transition redispatched->succeeded", "task.finished second succeeded", "run.finished succeeded")))
+				lines("mcp.request out tools/call reconnecting->redispatched", "mcp.response in",
+					"call.result redispatched->succeeded", "task.finished second succeeded", "run.finished succeeded")))
 			evs := runEvents(t, db, res.RunID)
 			opened := decodeAll[vocab.SessionOpened](t, evs, vocab.TypeSessionOpened)
 			if len(opened) != 2 || opened[0].Generation != 1 || opened[1].Generation != 2 || opened[1].TaskID != "second" {
@@ -386,8 +386,8 @@ func TestGoSDK_SessionExpiry(t *testing.T) {
 			}
 			assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started first"), openSession(1), succeededCall(0),
 				lines("task.finished first succeeded", "task.started second", "session.attached",
-					"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.http_error in tools/call",
-					"session.expired", "call.error", "call.transition dispatched->uncertain",
+					"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.http_error in tools/call",
+					"session.expired", "call.error dispatched->uncertain",
 					"task.finished second uncertain", "run.finished uncertain")))
 			// Exactly one execution: the first task's. The expired request
 			// ran nowhere and was not resent.

@@ -120,8 +120,9 @@ func describe(tb testing.TB, db *events.DB, runID string) []string {
 	tb.Helper()
 	evs := runEvents(tb, db, runID)
 	out := make([]string, len(evs))
+	var d projector.Describer
 	for i, e := range evs {
-		out[i] = projector.Describe(e)
+		out[i] = d.Describe(e)
 	}
 	return out
 }

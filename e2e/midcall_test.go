@@ -40,11 +40,10 @@ func TestGoSDK_SessionLostMidCall(t *testing.T) {
 		calls int64
 		tail  []string
 	}{
-		{"at_most_once", workflow.ExitUncertain, 1, lines("call.error", "call.transition dispatched->uncertain",
+		{"at_most_once", workflow.ExitUncertain, 1, lines("call.error dispatched->uncertain",
 			"task.finished count uncertain", "run.finished uncertain")},
-		{"idempotent", workflow.ExitOK, 2, concat(lines("call.error", "call.transition dispatched->reconnecting"), openSession(1),
-			lines("call.transition reconnecting->redispatched", "mcp.request out tools/call", "mcp.response in", "call.result",
-				"call.transition redispatched->succeeded", "task.finished count succeeded", "run.finished succeeded"))},
+		{"idempotent", workflow.ExitOK, 2, concat(lines("call.error dispatched->reconnecting"), openSession(1),
+			lines("mcp.request out tools/call reconnecting->redispatched", "mcp.response in", "call.result redispatched->succeeded", "task.finished count succeeded", "run.finished succeeded"))},
 	} {
 		t.Run(tc.idem, func(t *testing.T) {
 			srv, url := demotest.StartTest(t, demoserver.Options{StepDelay: 20 * time.Millisecond})
@@ -62,7 +61,7 @@ func TestGoSDK_SessionLostMidCall(t *testing.T) {
 				t.Fatalf("exit %d (%v), want %d\n%s", code, res.Err, tc.code, numbered(log))
 			}
 			want := concat(lines("run.created", "task.started count"), openSession(1),
-				lines("call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call"), tc.tail)
+				lines("call.prepared", "mcp.request out tools/call prepared->dispatched"), tc.tail)
 			if got := withoutProgress(log); strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Fatalf("event log (progress omitted):\n%s\nwant:\n%s", numbered(got), numbered(want))
 			}

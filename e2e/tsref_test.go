@@ -26,7 +26,7 @@ const tsTools = "echo, get-annotated-message, get-env, get-resource-links, get-r
 
 // notSent is the log of a call that fails before any request is sent.
 func notSent(task string) []string {
-	return lines("call.prepared", "call.error", "call.transition prepared->failed", "task.finished "+task+" failed", "run.finished failed")
+	return lines("call.prepared", "call.error prepared->failed", "task.finished "+task+" failed", "run.finished failed")
 }
 
 // TestTSEverything runs workflows against the reference TypeScript server
@@ -90,8 +90,8 @@ func TestTSEverything(t *testing.T) {
 			t.Errorf("error should carry the server's text: %v", res.Err)
 		}
 		assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started ref"), openSession(1),
-			lines("call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.response in",
-				"call.result", "call.error", "call.transition dispatched->failed", "task.finished ref failed", "run.finished failed")))
+			lines("call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.response in",
+				"call.result", "call.error dispatched->failed", "task.finished ref failed", "run.finished failed")))
 	})
 
 	// The outputSchema declares "$schema": draft-07; structuredContent is
@@ -196,8 +196,8 @@ func TestTSEverything(t *testing.T) {
 		}
 		assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started first"), openSession(1), succeededCall(0),
 			lines("task.finished first succeeded", "task.started second", "session.attached",
-				"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.http_error in tools/call",
-				"call.error", "call.transition dispatched->failed", "task.finished second failed", "run.finished failed")))
+				"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.http_error in tools/call",
+				"call.error dispatched->failed", "task.finished second failed", "run.finished failed")))
 		errs := decodeAll[vocab.CallError](t, runEvents(t, db, res.RunID), vocab.TypeCallError)
 		if len(errs) != 1 || errs[0].Kind != "http_status" || errs[0].Status != 400 || !strings.Contains(errs[0].Message, "No valid session ID") {
 			t.Fatalf("call.error = %+v, want one http_status 400", errs)

@@ -9,8 +9,44 @@ import (
 
 // Describe renders an event as one stable line for golden tests and logs:
 // the type, then what distinguishes it (method and direction of a frame,
-// from→to of a transition, the state of a finish).
+// from->to of a transition, the state of a finish). A fact that carries a
+// call's move ends with "->" and the state it moves the call to; a
+// Describer also knows the state it moves from.
 func Describe(e events.Event) string {
+	return (&Describer{}).Describe(e)
+}
+
+// Describer is Describe over a run's events in log order: it remembers
+// each call's state, so a fact carrying a move ends with "from->to" as
+// call.transition does.
+type Describer struct {
+	calls Calls
+}
+
+// Describe renders e as Describe does, with the from state of a move.
+func (d *Describer) Describe(e events.Event) string {
+	if d.calls == nil {
+		d.calls = Calls{}
+	}
+	s := describe(e)
+	if e.Type == vocab.TypeCallPrepared {
+		if p, err := vocab.Decode[vocab.CallPrepared](e); err == nil {
+			d.calls.Prepared(p)
+		}
+		return s
+	}
+	t, ok, err := vocab.EventMove(e)
+	if !ok || err != nil {
+		return s
+	}
+	t, _ = d.calls.Move(e, t)
+	if e.Type == vocab.TypeCallTransition {
+		return s
+	}
+	return s + " " + t.From + "->" + t.To
+}
+
+func describe(e events.Event) string {
 	switch {
 	case strings.HasPrefix(e.Type, vocab.FramePrefix):
 		f, err := vocab.Decode[vocab.Frame](e)
@@ -19,7 +55,7 @@ func Describe(e events.Event) string {
 			if f.Method != "" {
 				s += " " + f.Method
 			}
-			return s + moved(f)
+			return s
 		}
 	case e.Type == vocab.TypeReplayFrames:
 		r, err := vocab.Decode[vocab.ReplayFrames](e)
@@ -28,7 +64,7 @@ func Describe(e events.Event) string {
 			if r.EffectID != "" {
 				what = "call"
 			}
-			return e.Type + " " + what + moved(r)
+			return e.Type + " " + what
 		}
 	case e.Type == vocab.TypeCallTransition:
 		t, err := vocab.Decode[vocab.CallTransition](e)
@@ -50,10 +86,6 @@ func Describe(e events.Event) string {
 		if err == nil {
 			return e.Type + " " + t.TaskID
 		}
-	case strings.HasPrefix(e.Type, "call."):
-		if p, err := vocab.Payload(e); err == nil {
-			return e.Type + moved(p)
-		}
 	case e.Type == vocab.TypeRunFinished:
 		r, err := vocab.Decode[vocab.RunFinished](e)
 		if err == nil {
@@ -61,12 +93,4 @@ func Describe(e events.Event) string {
 		}
 	}
 	return e.Type
-}
-
-// moved renders the move a fact carries as " ->state" ("" when none).
-func moved(p any) string {
-	if t, ok := vocab.MoveOf(p); ok {
-		return " ->" + t.To
-	}
-	return ""
 }

@@ -81,6 +81,7 @@ func (tv taskViews) fold(e events.Event) error {
 			return err
 		}
 		if v := tv[p.EffectID]; v != nil {
+			p.Move = nil // the call's transition, not the cancel's outcome
 			v.Cancel = &p
 		}
 	case vocab.TypeCallResult:

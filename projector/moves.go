@@ -63,3 +63,33 @@ func corruptMove(e events.Event, t vocab.CallTransition, err error) error {
 	return &events.Error{Op: fmt.Sprintf("rebuild call %s at seq %d of run %s", t.EffectID, e.Seq, e.RunID),
 		Err: fmt.Errorf("corrupt log: %s records a move %s -%s-> %s: %w", e.Type, t.From, t.Trigger, t.To, err)}
 }
+
+// Transitions returns every call transition evs record, in log order, with
+// From set: the moves facts carry and call.transition events alike. A
+// move the machine would not make is the corrupt-log error of Calls.
+func Transitions(evs []events.Event) ([]vocab.CallTransition, error) {
+	cs := Calls{}
+	var out []vocab.CallTransition
+	for _, e := range evs {
+		if e.Type == vocab.TypeCallPrepared {
+			p, err := vocab.Decode[vocab.CallPrepared](e)
+			if err != nil {
+				return nil, err
+			}
+			cs.Prepared(p)
+			continue
+		}
+		t, ok, err := vocab.EventMove(e)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if t, err = cs.Move(e, t); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

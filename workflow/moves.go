@@ -9,7 +9,8 @@ import (
 // change rides on the fact that caused it instead of restating it
 // (docs/ARCHITECTURE.md, "Facts, not restatements"). call.fire decided each
 // transition with the machine and queued it as a call.transition record
-// right after the fact it follows (call.error, call.result, ...) or right
+// right after the fact it follows (call.error, call.result, a response
+// frame, ...) or right
 // before the request it allows (the request frame, a replay's
 // replay.frames); factsOnly moves it into that record's "move" and drops
 // it. A transition with no such neighbour on its call's stream stays a
@@ -48,8 +49,9 @@ func factsOnly(recs []events.Record) []events.Record {
 }
 
 // mergeMove moves the transition recs[i] into the record of its stream
-// just before it (a fact without a move that is not a frame) or just
-// after it (an outgoing request frame or replay.frames).
+// just before it (a fact without a move: call.error, call.result, ..., or
+// the response frame that caused it) or just after it (the outgoing
+// request frame, or a replay's replay.frames, it allows).
 func mergeMove(recs []events.Record, drop []bool, i int) bool {
 	t, ok := recs[i].Payload.(vocab.CallTransition)
 	if !ok {
@@ -61,7 +63,7 @@ func mergeMove(recs []events.Record, drop []bool, i int) bool {
 		if recs[j].Stream != stream || (drop != nil && drop[j]) {
 			continue
 		}
-		if vocab.IsFrame(recs[j].Type) || recs[j].Type == vocab.TypeReplayFrames {
+		if f, ok := recs[j].Payload.(vocab.Frame); ok && (f.Dir != "in" || f.Kind != "response") {
 			break
 		}
 		if _, has := vocab.MoveOf(recs[j].Payload); has {

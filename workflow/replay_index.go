@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/events/vocab"
@@ -252,13 +251,18 @@ var indexers = map[string]func(*indexer, events.Event) error{
 }
 
 // index reads one event.
-// A request frame (or a replay's replay.frames) carries the move that
-// let it go out: the move is read before it. Any other fact carries the
-// move it caused: read after it.
+// A move to dispatched or redispatched rides on the request it lets go out
+// (or a replay's replay.frames): it is read before the fact. Any other
+// move rides on the fact that caused it (a response, call.error, ...):
+// read after it.
 func (ix *indexer) index(e events.Event) error {
-	forward := vocab.IsFrame(e.Type) || e.Type == vocab.TypeReplayFrames
-	if forward {
-		if err := ix.factMove(e); err != nil {
+	t, moved, err := vocab.EventMove(e)
+	if err != nil {
+		return err
+	}
+	forward := moved && e.Type != vocab.TypeCallTransition && (t.To == string(fsm.Dispatched) || t.To == string(fsm.Redispatched))
+	if moved && forward {
+		if err := ix.factMove(e, t); err != nil {
 			return err
 		}
 	}
@@ -271,31 +275,16 @@ func (ix *indexer) index(e events.Event) error {
 			return err
 		}
 	}
-	if !forward && strings.HasPrefix(e.Type, "call.") && e.Type != vocab.TypeCallTransition && e.Type != vocab.TypeCallPrepared {
-		return ix.factMove(e)
+	if moved && !forward && e.Type != vocab.TypeCallTransition {
+		return ix.factMove(e, t)
 	}
 	return nil
 }
 
-// factMove folds the move e carries, if any, as a call.transition.
-func (ix *indexer) factMove(e events.Event) error {
-	var p any
-	if vocab.IsFrame(e.Type) {
-		m, err := vocab.FrameMove(e)
-		if err != nil || m == nil {
-			return err
-		}
-		if p, err = vocab.DecodeFrameHeader(e); err != nil {
-			return err
-		}
-	} else {
-		var err error
-		if p, err = vocab.Payload(e); err != nil {
-			return err
-		}
-	}
-	t, ok, err := ix.states.Fact(e, p)
-	if !ok || err != nil {
+// factMove folds the move t that e carries as a call.transition.
+func (ix *indexer) factMove(e events.Event, t vocab.CallTransition) error {
+	t, err := ix.states.Move(e, t)
+	if err != nil {
 		return err
 	}
 	return ix.callMove(t)

@@ -145,7 +145,7 @@ func TestTaskCall_TimeoutSecondsEndsUncertain(t *testing.T) {
 	if ts := srv.TaskStats(); ts.Cancels != 1 || srv.Stats().Executed["research"] != 1 {
 		t.Fatalf("tasks %+v, executed %d; want one tasks/cancel, one execution", ts, srv.Stats().Executed["research"])
 	}
-	if got := only(describeRun(t, db, res.RunID), "call.transition"); got[len(got)-1] != "call.transition cancelling->uncertain" {
+	if got := runMoves(t, db, res.RunID); got[len(got)-1].From != "cancelling" || got[len(got)-1].To != "uncertain" {
 		t.Fatalf("transitions: %v", got)
 	}
 	assertReplaysAlike(t, db, srv, res)

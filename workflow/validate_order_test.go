@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
@@ -60,7 +61,7 @@ func TestRun_ResponseOnDiskBeforeCostlyValidation(t *testing.T) {
 				}
 				found := false
 				for _, x := range evs {
-					if d := projector.Describe(x); x.Stream == e.Stream && (d == "call.transition dispatched->succeeded" || d == "call.transition dispatched->failed") {
+					if d := projector.Describe(x); x.Stream == e.Stream && (strings.HasSuffix(d, " ->succeeded") || strings.HasSuffix(d, " ->failed")) {
 						found = true
 					}
 				}

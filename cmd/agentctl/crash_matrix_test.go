@@ -264,8 +264,9 @@ func assertSound(t *testing.T, db, runID string, before []events.Event) []events
 
 func describeAll(evs []events.Event) []string {
 	out := make([]string, len(evs))
+	var d projector.Describer
 	for i, e := range evs {
-		out[i] = projector.Describe(e)
+		out[i] = d.Describe(e)
 	}
 	return out
 }

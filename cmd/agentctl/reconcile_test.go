@@ -104,7 +104,7 @@ func TestCLI_ReconcileApplied(t *testing.T) {
 	}
 	got := describe(t, db, runID)
 	tail := strings.Join(got[len(got)-6:], "\n")
-	want := strings.Join([]string{"run.finished uncertain", "call.reconciled", "call.transition uncertain->succeeded", "run.resumed",
+	want := strings.Join([]string{"run.finished uncertain", "call.reconciled uncertain->succeeded", "run.resumed",
 		"task.finished only succeeded", "run.finished succeeded"}, "\n")
 	if tail != want {
 		t.Fatalf("log ends:\n%s\nwant:\n%s", tail, want)
