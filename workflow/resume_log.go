@@ -132,6 +132,15 @@ func (l *runLog) fold(e events.Event) error {
 			l.catalogs[p.Remote] = map[int]*vocab.SessionCatalog{}
 		}
 		l.catalogs[p.Remote][p.Generation] = &p
+	default:
+		return l.foldCall(e)
+	}
+	return nil
+}
+
+// foldCall folds the call events (and the moves frames carry).
+func (l *runLog) foldCall(e events.Event) error {
+	switch e.Type {
 	case vocab.TypeCallPrepared:
 		p, err := vocab.Decode[vocab.CallPrepared](e)
 		if err != nil {

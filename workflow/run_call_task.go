@@ -173,49 +173,7 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 	pctx, stop := c.boundTask(ctx)
 	defer stop()
 	var held []events.Record
-	pollSink := func(_ context.Context, f transport.Frame) error {
-		if f.Kind == replayedKind { // a replay's reference to the poll's recorded frames
-			rec, err := replayedRecord(c.stream(), c.frameBase(), f.Body)
-			if err != nil {
-				return err
-			}
-			held = append(held, rec)
-			return nil
-		}
-		fr := c.frameBase()
-		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
-		fr.Body = frameBody(f.Body)
-		held = append(held, events.Record{Stream: c.stream(), Type: vocab.FramePrefix + f.Kind, Payload: fr})
-		return nil
-	}
-	observe := func(next *transport.Task) error {
-		c.polls++
-		frames := held
-		held = nil
-		working := c.m.State == fsm.Accepted && next.Status == transport.TaskWorking
-		changed := statusKey(next) != c.lastStatus
-		if changed {
-			c.lastStatus, c.tb.seen, c.tb.seenPoll = statusKey(next), *next, c.polls
-		}
-		record := changed && c.statusFits(next)
-		if changed && !record {
-			c.tb.folded++ // beyond the call's bounds: counted, recorded with the next record
-		}
-		if !record && !working {
-			return nil // folded: the next change's poll ordinal counts it
-		}
-		kept := c.keepFrames(frames)
-		rn.pending = append(rn.pending, kept...)
-		if record {
-			c.recordStatus(next.Status, next.StatusMessage, c.polls, c.tb.folded, len(kept) == 0)
-			c.tb.folded = 0
-		}
-		if working { // the first poll that finds it working: accepted → polling
-			_, err := c.fire(fsm.TaskWorking, "", false)
-			return err
-		}
-		return rn.append()
-	}
+	pollSink, observe := c.pollSink(&held), c.pollObserver(&held)
 	failures := 0
 	for {
 		last, err := ts.PollTask(pctx, t, pollSink, observe)
@@ -300,6 +258,62 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 			}
 			return nil, err
 		}
+	}
+}
+
+// pollSink holds the frames of a poll in *held until observe decides
+// whether the poll is recorded.
+func (c *call) pollSink(held *[]events.Record) transport.Sink {
+	return func(_ context.Context, f transport.Frame) error {
+		if f.Kind == replayedKind { // a replay's reference to the poll's recorded frames
+			rec, err := replayedRecord(c.stream(), c.frameBase(), f.Body)
+			if err != nil {
+				return err
+			}
+			*held = append(*held, rec)
+			return nil
+		}
+		fr := c.frameBase()
+		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
+		fr.Body = frameBody(f.Body)
+		*held = append(*held, events.Record{Stream: c.stream(), Type: vocab.FramePrefix + f.Kind, Payload: fr})
+		return nil
+	}
+}
+
+// pollObserver sees each tasks/get answer: a status change is recorded
+// (call.task_status, with the poll's frames from *held) within the call's
+// bounds, identical answers are folded, and the first poll that finds the
+// task working moves the call accepted → polling.
+func (c *call) pollObserver(held *[]events.Record) func(next *transport.Task) error {
+	rn := c.rn
+	return func(next *transport.Task) error {
+		c.polls++
+		frames := *held
+		*held = nil
+		working := c.m.State == fsm.Accepted && next.Status == transport.TaskWorking
+		changed := statusKey(next) != c.lastStatus
+		if changed {
+			c.lastStatus, c.tb.seen, c.tb.seenPoll = statusKey(next), *next, c.polls
+		}
+		record := changed && c.statusFits(next)
+		if changed && !record {
+			c.tb.folded++ // beyond the call's bounds: counted, recorded with the next record
+		}
+		if !record && !working {
+			return nil // folded: the next change's poll ordinal counts it
+		}
+		kept := c.keepFrames(frames)
+		rn.pending = append(rn.pending, kept...)
+		if record {
+			c.recordStatus(next.Status, next.StatusMessage, c.polls, c.tb.folded, len(kept) == 0)
+			c.tb.folded = 0
+		}
+		if working { // the first poll that finds it working: accepted → polling
+			_, err := c.fire(fsm.TaskWorking, "", false)
+			return err
+		}
+		return rn.append()
 	}
 }
 
