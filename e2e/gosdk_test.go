@@ -84,10 +84,10 @@ func TestGoSDK_Modes(t *testing.T) {
 				t.Fatalf("run failed (exit %d): %v", exitCode(res), res.Err)
 			}
 			want := concat(lines("run.created", "task.started find"), openSession(4), succeededCall(0), lines("task.finished find succeeded"),
-				lines("task.started fetch", "session.attached"), succeededCall(0), lines("task.finished fetch succeeded"),
-				lines("task.started say", "session.attached"), succeededCall(0), lines("task.finished say succeeded"))
+				lines("task.started fetch"), succeededCall(0), lines("task.finished fetch succeeded"),
+				lines("task.started say"), succeededCall(0), lines("task.finished say succeeded"))
 			if m.sse {
-				want = concat(want, lines("task.started count", "session.attached"), succeededCall(3), lines("task.finished count succeeded"))
+				want = concat(want, lines("task.started count"), succeededCall(3), lines("task.finished count succeeded"))
 			}
 			want = append(want, "run.finished succeeded")
 			assertEvents(t, db, res.RunID, want)
@@ -346,7 +346,7 @@ func TestGoSDK_SessionExpiry(t *testing.T) {
 				t.Fatal("the session was never expired")
 			}
 			assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started first"), openSession(1), succeededCall(0),
-				lines("task.finished first succeeded", "task.started second", "session.attached",
+				lines("task.finished first succeeded", "task.started second",
 					"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.http_error in tools/call",
 					"session.expired", "call.error dispatched->reconnecting"),
 				openSession(1),
@@ -385,7 +385,7 @@ func TestGoSDK_SessionExpiry(t *testing.T) {
 				t.Fatalf("exit %d state %s (%v), want %d uncertain", code, res.State, res.Err, workflow.ExitUncertain)
 			}
 			assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started first"), openSession(1), succeededCall(0),
-				lines("task.finished first succeeded", "task.started second", "session.attached",
+				lines("task.finished first succeeded", "task.started second",
 					"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.http_error in tools/call",
 					"session.expired", "call.error dispatched->uncertain",
 					"task.finished second uncertain", "run.finished uncertain")))

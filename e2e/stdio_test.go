@@ -142,7 +142,7 @@ func TestStdio_Filesystem(t *testing.T) {
 		t.Fatalf("write output = %s", got)
 	}
 	assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started write"), stdioSession(), succeededCall(0),
-		lines("task.finished write succeeded", "task.started read", "session.attached"), succeededCall(0),
+		lines("task.finished write succeeded", "task.started read"), succeededCall(0),
 		lines("task.finished read succeeded", "mcp.process_exit local", "run.finished succeeded")))
 	evs := runEvents(t, db, res.RunID)
 	assertCleanEnd(t, evs)

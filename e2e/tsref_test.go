@@ -195,7 +195,7 @@ func TestTSEverything(t *testing.T) {
 			t.Fatalf("exit %d (%v), want %d", code, res.Err, workflow.ExitRemote)
 		}
 		assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started first"), openSession(1), succeededCall(0),
-			lines("task.finished first succeeded", "task.started second", "session.attached",
+			lines("task.finished first succeeded", "task.started second",
 				"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.http_error in tools/call",
 				"call.error dispatched->failed", "task.finished second failed", "run.finished failed")))
 		errs := decodeAll[vocab.CallError](t, runEvents(t, db, res.RunID), vocab.TypeCallError)

@@ -174,7 +174,7 @@ func stdioTwoTaskLog() []string {
 	out := []string{"run.created", "task.started first", "mcp.process local",
 		"mcp.request out initialize", "mcp.response in", "mcp.notification out notifications/initialized", "session.opened",
 		"mcp.request out tools/list", "mcp.response in", "session.catalog"}
-	out = append(append(out, call...), "task.finished first succeeded", "task.started second", "session.attached")
+	out = append(append(out, call...), "task.finished first succeeded", "task.started second")
 	return append(append(out, call...), "task.finished second succeeded", "mcp.process_exit local", "run.finished succeeded")
 }
 
