@@ -181,7 +181,8 @@ func TestStdio_TSEverything(t *testing.T) {
 
 	t.Run("trigger-long-running-operation", func(t *testing.T) {
 		var live []string
-		observe := func(e events.Event) { live = append(live, projector.Describe(e)) }
+		var d projector.Describer
+		observe := func(e events.Event) { live = append(live, d.Describe(e)) }
 		res, db := runWorkflow(t, ctx, stdioWF(everything(t), nil, nil,
 			step{id: "op", tool: "trigger-long-running-operation", idem: "pure", args: "{duration: 0.3, steps: 3}"}).YAML(), observe)
 		if res.Err != nil {

@@ -120,7 +120,8 @@ func TestTSEverything(t *testing.T) {
 		// The observer (what the CLI uses to show progress) sees each event
 		// as it is committed, so progress reaches it while the call runs.
 		var live []string
-		observe := func(e events.Event) { live = append(live, projector.Describe(e)) }
+		var d projector.Describer
+		observe := func(e events.Event) { live = append(live, d.Describe(e)) }
 		res, db := runWorkflow(t, ctx, workflowYAML(url, step{id: "op", tool: "trigger-long-running-operation", idem: "pure", args: "{duration: 0.4, steps: 4}"}), observe)
 		if res.Err != nil {
 			t.Fatal(res.Err)

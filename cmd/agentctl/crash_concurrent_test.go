@@ -53,12 +53,11 @@ func TestCLI_CrashMatrixConcurrent(t *testing.T) {
 				t.Fatalf("reference run exit %d: %s", code, stderr)
 			}
 			ids := runIDs(t, refDB)
-			seen := map[string]int{}
 			var points []string
-			for _, l := range describeAll(logOf(t, refDB, ids[0])) {
-				seen[l]++
+			lines := describeAll(logOf(t, refDB, ids[0]))
+			for i, l := range lines {
 				if l != "run.created" {
-					points = append(points, fmt.Sprintf("%s#%d", l, seen[l]))
+					points = append(points, pointName(lines, i))
 				}
 			}
 			for _, point := range points {

@@ -16,7 +16,6 @@ import (
 	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/testkit"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 )
 
@@ -157,12 +156,11 @@ func executions(t *testing.T, files stdioPeerFiles, tool string) int {
 // (events of one commit share created_at), as crashReference does.
 func commitPoints(evs []events.Event, from string) [][]string {
 	var points [][]string
-	seen := map[string]int{}
 	started := from == ""
+	lines := describeAll(evs)
 	for i, e := range evs {
-		l := projector.Describe(e)
-		seen[l]++
-		p := fmt.Sprintf("%s#%d", l, seen[l])
+		l := lines[i]
+		p := pointName(lines, i)
 		if started && l != "run.created" {
 			if n := len(points); n > 0 && !everyEvent && e.CreatedAt == evs[i-1].CreatedAt {
 				points[n-1] = append(points[n-1], p)
@@ -170,7 +168,7 @@ func commitPoints(evs []events.Event, from string) [][]string {
 				points = append(points, []string{p})
 			}
 		}
-		if p == from || p == from+"#1" {
+		if !started && from != "" && lineNames(l, from) {
 			started = true
 		}
 	}
@@ -229,7 +227,7 @@ func stdioCrashReference(t *testing.T, sc stdioCrashScenario, idem string) crash
 	if !isRedispatchable(idem) {
 		want = sc.wantNR
 	}
-	if !slices.Contains(ref.lines, want) || !slices.Contains(ref.lines, "mcp.process local") {
+	if !logNames(ref.lines, want) || !slices.Contains(ref.lines, "mcp.process local") {
 		t.Fatalf("%s/%s: reference run lacks %q or mcp.process:\n%s", sc.name, idem, want, strings.Join(ref.lines, "\n"))
 	}
 	if len(ref.points) == 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -88,19 +89,42 @@ func (cp *crashPoint) hit(e events.Event) bool {
 
 // matches reports whether e is the event cp names.
 func (cp *crashPoint) matches(e events.Event) bool {
-	d := cp.d.Describe(e)
-	if e.Type == cp.match || d == cp.match {
+	return e.Type == cp.match || lineNames(cp.d.Describe(e), cp.match)
+}
+
+// lineNames reports whether the Describer line d is the event name names:
+// the line itself, the fact with its move aside, or "call.transition A->B"
+// for the fact that carries that move (A unknown in d matches any).
+func lineNames(d, name string) bool {
+	if d == name {
 		return true
 	}
 	i := strings.LastIndexByte(d, ' ')
 	if i < 0 || !strings.Contains(d[i:], "->") {
 		return false
 	}
-	if d[:i] == cp.match { // the fact, its move aside
+	if d[:i] == name { // the fact, its move aside
 		return true
 	}
-	want, ok := strings.CutPrefix(cp.match, vocab.TypeCallTransition+" ")
+	want, ok := strings.CutPrefix(name, vocab.TypeCallTransition+" ")
 	from, to, _ := strings.Cut(want, "->")
 	gotFrom, gotTo, _ := strings.Cut(d[i+1:], "->")
 	return ok && gotTo == to && (gotFrom == "" || gotFrom == from)
+}
+
+// logNames reports whether some line of a described log is name.
+func logNames(lines []string, name string) bool {
+	return slices.ContainsFunc(lines, func(l string) bool { return lineNames(l, name) })
+}
+
+// pointName names lines[i] as a crash point: the line and its occurrence
+// counted as crashPoint.hit counts it (lines it names, up to i).
+func pointName(lines []string, i int) string {
+	n := 0
+	for _, l := range lines[:i+1] {
+		if lineNames(l, lines[i]) {
+			n++
+		}
+	}
+	return fmt.Sprintf("%s#%d", lines[i], n)
 }
