@@ -197,7 +197,7 @@ func crashReference(t *testing.T, sc crashScenario, idem string, b testkit.Backe
 				ref.points = append(ref.points, []string{p})
 			}
 		}
-		if !started && sc.from != "" && lineNames(l, sc.from) {
+		if !started && sc.from != "" && (p == sc.from || lineNames(l, sc.from)) {
 			started = true
 		}
 	}

@@ -168,7 +168,7 @@ func commitPoints(evs []events.Event, from string) [][]string {
 				points = append(points, []string{p})
 			}
 		}
-		if !started && from != "" && lineNames(l, from) {
+		if !started && from != "" && (p == from || lineNames(l, from)) {
 			started = true
 		}
 	}
