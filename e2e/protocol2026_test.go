@@ -63,8 +63,8 @@ func TestGoSDK2026_InputRequiredRun(t *testing.T) {
 		t.Fatalf("run failed (exit %d): %v", exitCode(res), res.Err)
 	}
 	want := concat(lines("run.created", "task.started t"), statelessOpen, lines(
-		"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.response in",
-		"call.transition dispatched->input_required", "mcp.request out tools/call input_required->redispatched", "mcp.response in",
+		"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.response in dispatched->input_required",
+		"mcp.request out tools/call input_required->redispatched", "mcp.response in",
 		"call.result redispatched->succeeded", "task.finished t succeeded", "run.finished succeeded"))
 	assertEvents(t, db, res.RunID, want)
 	verifyChain(t, db, res.RunID)

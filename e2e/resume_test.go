@@ -101,7 +101,7 @@ func TestTSEverything_ResumeAfterCut(t *testing.T) {
 	// mcp.resume frame, before the GET): the resumed events carry their ids,
 	// and the replayed ones were not recorded twice.
 	call := succeededCall(4)
-	call = slices.Insert(call, slices.Index(call, "mcp.request out tools/call")+3, "mcp.resume out tools/call")
+	call = slices.Insert(call, slices.Index(call, "mcp.request out tools/call prepared->dispatched")+3, "mcp.resume out tools/call")
 	assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started op"), openSession(1), call,
 		lines("task.finished op succeeded", "run.finished succeeded")))
 	evs := runEvents(t, db, res.RunID)

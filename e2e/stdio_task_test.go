@@ -79,7 +79,7 @@ func TestStdio_TaskKilledThenResumed(t *testing.T) {
 				t.Fatalf("process frames %+v / %+v", infos, exits)
 			}
 			assertGone(t, infos)
-			trs := decodeAll[vocab.CallTransition](t, evs, vocab.TypeCallTransition)
+			trs := transitions(t, evs)
 			lost := false
 			for _, tr := range trs {
 				lost = lost || (tr.Trigger == "task_lost" && strings.Contains(tr.Reason, "stdio server"))

@@ -193,8 +193,8 @@ func TestStdio_TSEverything(t *testing.T) {
 		// The call's part of the log, exactly: three progress notifications
 		// persisted in order, each before the next line was read.
 		log := describe(t, db, res.RunID)
-		i := slices.Index(log, "mcp.request out tools/call")
-		if i < 0 || i+7 > len(log) || !slices.Equal(log[i:i+7], succeededCall(3)[2:]) {
+		i := slices.Index(log, "mcp.request out tools/call prepared->dispatched")
+		if i < 0 || i+6 > len(log) || !slices.Equal(log[i:i+6], succeededCall(3)[1:]) {
 			t.Fatalf("log:\n%s", numbered(log))
 		}
 		if strings.Join(live, "\n") != strings.Join(log, "\n") {

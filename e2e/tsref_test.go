@@ -203,7 +203,7 @@ func TestTSEverything(t *testing.T) {
 		if len(errs) != 1 || errs[0].Kind != "http_status" || errs[0].Status != 400 || !strings.Contains(errs[0].Message, "No valid session ID") {
 			t.Fatalf("call.error = %+v, want one http_status 400", errs)
 		}
-		trs := decodeAll[vocab.CallTransition](t, runEvents(t, db, res.RunID), vocab.TypeCallTransition)
+		trs := transitions(t, runEvents(t, db, res.RunID))
 		if last := trs[len(trs)-1]; last.Trigger != "fail_definitive" || last.To != "failed" {
 			t.Fatalf("last transition = %+v, want fail_definitive → failed", last)
 		}
