@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -48,11 +48,11 @@ func openSession(pages int) []string {
 
 // succeededCall is the log of one call answered with progress notifications first.
 func succeededCall(progress int) []string {
-	out := []string{"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call"}
+	out := []string{"call.prepared", "mcp.request out tools/call prepared->dispatched"}
 	for range progress {
 		out = append(out, "mcp.notification in notifications/progress")
 	}
-	return append(out, "mcp.response in", "call.result", "call.transition dispatched->succeeded")
+	return append(out, "mcp.response in", "call.result dispatched->succeeded")
 }
 
 func concat(parts ...[]string) []string {
@@ -84,10 +84,10 @@ func TestGoSDK_Modes(t *testing.T) {
 				t.Fatalf("run failed (exit %d): %v", exitCode(res), res.Err)
 			}
 			want := concat(lines("run.created", "task.started find"), openSession(4), succeededCall(0), lines("task.finished find succeeded"),
-				lines("task.started fetch", "session.attached"), succeededCall(0), lines("task.finished fetch succeeded"),
-				lines("task.started say", "session.attached"), succeededCall(0), lines("task.finished say succeeded"))
+				lines("task.started fetch"), succeededCall(0), lines("task.finished fetch succeeded"),
+				lines("task.started say"), succeededCall(0), lines("task.finished say succeeded"))
 			if m.sse {
-				want = concat(want, lines("task.started count", "session.attached"), succeededCall(3), lines("task.finished count succeeded"))
+				want = concat(want, lines("task.started count"), succeededCall(3), lines("task.finished count succeeded"))
 			}
 			want = append(want, "run.finished succeeded")
 			assertEvents(t, db, res.RunID, want)
@@ -125,8 +125,8 @@ func TestGoSDK_ProgressNeedsSSE(t *testing.T) {
 		t.Errorf("error = %v", res.Err)
 	}
 	assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started count"), openSession(1),
-		lines("call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.response in",
-			"call.result", "call.error", "call.transition dispatched->failed", "task.finished count failed", "run.finished failed")))
+		lines("call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.response in",
+			"call.result", "call.error dispatched->failed", "task.finished count failed", "run.finished failed")))
 	if n := srv.Calls("analyze"); n != 1 {
 		t.Errorf("server ran analyze %d times, want 1", n)
 	}
@@ -140,10 +140,10 @@ func assertProgress(tb testing.TB, evs []events.Event, n int, message string) {
 	respAt := -1
 	lastProgress := -1
 	for i, e := range evs {
-		if !strings.HasPrefix(e.Type, projector.FramePrefix) {
+		if !strings.HasPrefix(e.Type, vocab.FramePrefix) {
 			continue
 		}
-		var f projector.Frame
+		var f vocab.Frame
 		if err := e.Decode(&f); err != nil {
 			tb.Fatal(err)
 		}
@@ -210,9 +210,9 @@ func TestGoSDK_OutputValidation(t *testing.T) {
 			t.Fatalf("exit %d (%v), want %d", code, res.Err, workflow.ExitFailed)
 		}
 		assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started bad"), openSession(1),
-			lines("call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.response in",
-				"call.result", "call.error", "call.transition dispatched->failed", "task.finished bad failed", "run.finished failed")))
-		errs := decodeAll[projector.CallError](t, runEvents(t, db, res.RunID), projector.TypeCallError)
+			lines("call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.response in",
+				"call.result", "call.error dispatched->failed", "task.finished bad failed", "run.finished failed")))
+		errs := decodeAll[vocab.CallError](t, runEvents(t, db, res.RunID), vocab.TypeCallError)
 		if len(errs) != 1 || errs[0].Kind != "invalid_output" || !strings.Contains(errs[0].Message, `"/n"`) {
 			t.Fatalf("call.error = %+v, want one invalid_output at /n", errs)
 		}
@@ -237,8 +237,8 @@ func TestGoSDK_IsError(t *testing.T) {
 		t.Errorf("error should carry the tool's text: %v", res.Err)
 	}
 	assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started boom"), openSession(1),
-		lines("call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.response in",
-			"call.result", "call.error", "call.transition dispatched->failed", "task.finished boom failed", "run.finished failed")))
+		lines("call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.response in",
+			"call.result", "call.error dispatched->failed", "task.finished boom failed", "run.finished failed")))
 	if n := srv.Calls("fail"); n != 1 {
 		t.Fatalf("server ran fail %d times, want 1", n)
 	}
@@ -346,18 +346,18 @@ func TestGoSDK_SessionExpiry(t *testing.T) {
 				t.Fatal("the session was never expired")
 			}
 			assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started first"), openSession(1), succeededCall(0),
-				lines("task.finished first succeeded", "task.started second", "session.attached",
-					"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.http_error in tools/call",
-					"session.expired", "call.error", "call.transition dispatched->reconnecting"),
+				lines("task.finished first succeeded", "task.started second",
+					"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.http_error in tools/call",
+					"session.expired", "call.error dispatched->reconnecting"),
 				openSession(1),
-				lines("call.transition reconnecting->redispatched", "mcp.request out tools/call", "mcp.response in",
-					"call.result", "call.transition redispatched->succeeded", "task.finished second succeeded", "run.finished succeeded")))
+				lines("mcp.request out tools/call reconnecting->redispatched", "mcp.response in",
+					"call.result redispatched->succeeded", "task.finished second succeeded", "run.finished succeeded")))
 			evs := runEvents(t, db, res.RunID)
-			opened := decodeAll[projector.SessionOpened](t, evs, projector.TypeSessionOpened)
+			opened := decodeAll[vocab.SessionOpened](t, evs, vocab.TypeSessionOpened)
 			if len(opened) != 2 || opened[0].Generation != 1 || opened[1].Generation != 2 || opened[1].TaskID != "second" {
 				t.Fatalf("sessions = %+v, want generations 1 and 2", opened)
 			}
-			errs := decodeAll[projector.CallError](t, evs, projector.TypeCallError)
+			errs := decodeAll[vocab.CallError](t, evs, vocab.TypeCallError)
 			if len(errs) != 1 || errs[0].Kind != "session_expired" || errs[0].Status != 404 {
 				t.Fatalf("call.error = %+v, want one session_expired (404)", errs)
 			}
@@ -385,9 +385,9 @@ func TestGoSDK_SessionExpiry(t *testing.T) {
 				t.Fatalf("exit %d state %s (%v), want %d uncertain", code, res.State, res.Err, workflow.ExitUncertain)
 			}
 			assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started first"), openSession(1), succeededCall(0),
-				lines("task.finished first succeeded", "task.started second", "session.attached",
-					"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.http_error in tools/call",
-					"session.expired", "call.error", "call.transition dispatched->uncertain",
+				lines("task.finished first succeeded", "task.started second",
+					"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.http_error in tools/call",
+					"session.expired", "call.error dispatched->uncertain",
 					"task.finished second uncertain", "run.finished uncertain")))
 			// Exactly one execution: the first task's. The expired request
 			// ran nowhere and was not resent.

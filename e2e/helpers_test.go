@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
@@ -119,8 +120,9 @@ func describe(tb testing.TB, db *events.DB, runID string) []string {
 	tb.Helper()
 	evs := runEvents(tb, db, runID)
 	out := make([]string, len(evs))
+	var d projector.Describer
 	for i, e := range evs {
-		out[i] = projector.Describe(e)
+		out[i] = d.Describe(e)
 	}
 	return out
 }
@@ -146,11 +148,30 @@ func numbered(lines []string) string {
 func count(lines []string, line string) int {
 	n := 0
 	for _, l := range lines {
-		if l == line {
+		if names(l, line) {
 			n++
 		}
 	}
 	return n
+}
+
+// names reports whether the described line l is the event line names: l
+// itself, the fact with the move it carries aside ("mcp.request out
+// tools/call" is also "mcp.request out tools/call prepared->dispatched"),
+// or "call.transition A->B" for the fact that carries that move.
+func names(l, line string) bool {
+	if l == line {
+		return true
+	}
+	i := strings.LastIndexByte(l, ' ')
+	if i < 0 || !strings.Contains(l[i:], "->") {
+		return false
+	}
+	if l[:i] == line {
+		return true
+	}
+	want, ok := strings.CutPrefix(line, "call.transition ")
+	return ok && l[i+1:] == want
 }
 
 // verifyChain checks the run's hash chain and that the projections rebuilt
@@ -180,14 +201,14 @@ func decodeAll[T any](tb testing.TB, evs []events.Event, typ string) []T {
 }
 
 // frames returns the decoded frames of a run whose method is method.
-func frames(tb testing.TB, evs []events.Event, method string) []projector.Frame {
+func frames(tb testing.TB, evs []events.Event, method string) []vocab.Frame {
 	tb.Helper()
-	var out []projector.Frame
+	var out []vocab.Frame
 	for _, e := range evs {
-		if !strings.HasPrefix(e.Type, projector.FramePrefix) {
+		if !strings.HasPrefix(e.Type, vocab.FramePrefix) {
 			continue
 		}
-		var f projector.Frame
+		var f vocab.Frame
 		if err := e.Decode(&f); err != nil {
 			tb.Fatalf("decode frame #%d: %v", e.Seq, err)
 		}
@@ -329,4 +350,15 @@ func jsonRPCMethod(r *http.Request) (string, error) {
 	}
 	_ = json.Unmarshal(body, &msg)
 	return msg.Method, nil
+}
+
+// transitions returns the call transitions a run's events record (moves on
+// facts, or call.transition events), with From set.
+func transitions(tb testing.TB, evs []events.Event) []vocab.CallTransition {
+	tb.Helper()
+	ts, err := projector.Transitions(evs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ts
 }

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -40,17 +40,16 @@ func TestGoSDK_SessionLostMidCall(t *testing.T) {
 		calls int64
 		tail  []string
 	}{
-		{"at_most_once", workflow.ExitUncertain, 1, lines("call.error", "call.transition dispatched->uncertain",
+		{"at_most_once", workflow.ExitUncertain, 1, lines("call.error dispatched->uncertain",
 			"task.finished count uncertain", "run.finished uncertain")},
-		{"idempotent", workflow.ExitOK, 2, concat(lines("call.error", "call.transition dispatched->reconnecting"), openSession(1),
-			lines("call.transition reconnecting->redispatched", "mcp.request out tools/call", "mcp.response in", "call.result",
-				"call.transition redispatched->succeeded", "task.finished count succeeded", "run.finished succeeded"))},
+		{"idempotent", workflow.ExitOK, 2, concat(lines("call.error dispatched->reconnecting"), openSession(1),
+			lines("mcp.request out tools/call reconnecting->redispatched", "mcp.response in", "call.result redispatched->succeeded", "task.finished count succeeded", "run.finished succeeded"))},
 	} {
 		t.Run(tc.idem, func(t *testing.T) {
 			srv, url := demotest.StartTest(t, demoserver.Options{StepDelay: 20 * time.Millisecond})
 			var closed atomic.Bool
 			observe := func(e events.Event) {
-				if e.Type == projector.FramePrefix+"notification" && strings.Contains(string(e.Payload), "notifications/progress") && !closed.Swap(true) {
+				if e.Type == vocab.FramePrefix+"notification" && strings.Contains(string(e.Payload), "notifications/progress") && !closed.Swap(true) {
 					for ss := range srv.MCPServer().Sessions() {
 						_ = ss.Close()
 					}
@@ -62,11 +61,11 @@ func TestGoSDK_SessionLostMidCall(t *testing.T) {
 				t.Fatalf("exit %d (%v), want %d\n%s", code, res.Err, tc.code, numbered(log))
 			}
 			want := concat(lines("run.created", "task.started count"), openSession(1),
-				lines("call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call"), tc.tail)
+				lines("call.prepared", "mcp.request out tools/call prepared->dispatched"), tc.tail)
 			if got := withoutProgress(log); strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Fatalf("event log (progress omitted):\n%s\nwant:\n%s", numbered(got), numbered(want))
 			}
-			errs := decodeAll[projector.CallError](t, runEvents(t, db, res.RunID), projector.TypeCallError)
+			errs := decodeAll[vocab.CallError](t, runEvents(t, db, res.RunID), vocab.TypeCallError)
 			if len(errs) != 1 || errs[0].Kind != "transport_loss" {
 				t.Fatalf("call.error = %+v, want one transport_loss", errs)
 			}

@@ -10,10 +10,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/testkit"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -63,9 +63,9 @@ func TestGoSDK2026_InputRequiredRun(t *testing.T) {
 		t.Fatalf("run failed (exit %d): %v", exitCode(res), res.Err)
 	}
 	want := concat(lines("run.created", "task.started t"), statelessOpen, lines(
-		"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.response in",
-		"call.transition dispatched->input_required", "call.transition input_required->redispatched", "mcp.request out tools/call", "mcp.response in",
-		"call.result", "call.transition redispatched->succeeded", "task.finished t succeeded", "run.finished succeeded"))
+		"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.response in dispatched->input_required",
+		"mcp.request out tools/call input_required->redispatched", "mcp.response in",
+		"call.result redispatched->succeeded", "task.finished t succeeded", "run.finished succeeded"))
 	assertEvents(t, db, res.RunID, want)
 	verifyChain(t, db, res.RunID)
 	if n := srv.Calls("confirm"); n != 1 {
@@ -80,7 +80,7 @@ func TestGoSDK2026_InputRequiredRun(t *testing.T) {
 		!strings.Contains(string(calls[1].Body), `"requestState":"{\"round\":1,\"nonce\":\"c0ffee\"}"`) {
 		t.Fatalf("tools/call frames %+v", calls)
 	}
-	for _, o := range decodeAll[projector.SessionOpened](t, evs, projector.TypeSessionOpened) {
+	for _, o := range decodeAll[vocab.SessionOpened](t, evs, vocab.TypeSessionOpened) {
 		if o.ProtocolVersion != "2026-07-28" || o.SessionIDDigest != "" {
 			t.Fatalf("session.opened %+v: want 2026-07-28 and no session id", o)
 		}
@@ -148,7 +148,7 @@ func TestAuto_RecordedVersionKeptOnResume(t *testing.T) {
 	if exitCode(res) != workflow.ExitFailed {
 		t.Fatalf("first run: exit %d (%v), want 4", exitCode(res), res.Err)
 	}
-	opened := decodeAll[projector.SessionOpened](t, runEvents(t, db, res.RunID), projector.TypeSessionOpened)
+	opened := decodeAll[vocab.SessionOpened](t, runEvents(t, db, res.RunID), vocab.TypeSessionOpened)
 	if len(opened) != 1 || opened[0].ProtocolVersion != "2026-07-28" {
 		t.Fatalf("session.opened %+v: want one, 2026-07-28", opened)
 	}

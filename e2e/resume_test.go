@@ -16,9 +16,9 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/internal/tspeer"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -101,17 +101,17 @@ func TestTSEverything_ResumeAfterCut(t *testing.T) {
 	// mcp.resume frame, before the GET): the resumed events carry their ids,
 	// and the replayed ones were not recorded twice.
 	call := succeededCall(4)
-	call = slices.Insert(call, slices.Index(call, "mcp.request out tools/call")+3, "mcp.resume out tools/call")
+	call = slices.Insert(call, slices.Index(call, "mcp.request out tools/call prepared->dispatched")+3, "mcp.resume out tools/call")
 	assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started op"), openSession(1), call,
 		lines("task.finished op succeeded", "run.finished succeeded")))
 	evs := runEvents(t, db, res.RunID)
 	var resumes []events.Event
 	for _, e := range evs {
-		if e.Type == projector.FramePrefix+"resume" {
+		if e.Type == vocab.FramePrefix+"resume" {
 			resumes = append(resumes, e)
 		}
 	}
-	var rf projector.Frame
+	var rf vocab.Frame
 	var body struct {
 		LastEventID string `json:"lastEventId"`
 		Attempt     int    `json:"attempt"`

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/workflow"
 )
 
@@ -79,7 +79,7 @@ func TestStdio_TaskKilledThenResumed(t *testing.T) {
 				t.Fatalf("process frames %+v / %+v", infos, exits)
 			}
 			assertGone(t, infos)
-			trs := decodeAll[projector.CallTransition](t, evs, projector.TypeCallTransition)
+			trs := transitions(t, evs)
 			lost := false
 			for _, tr := range trs {
 				lost = lost || (tr.Trigger == "task_lost" && strings.Contains(tr.Reason, "stdio server"))
@@ -129,7 +129,7 @@ func TestStdio_SIGINTCancelsTask(t *testing.T) {
 		}
 	}
 	evs := runEvents(t, openDBAt(t, db), runID)
-	cancels := decodeAll[projector.CallTaskCancel](t, evs, projector.TypeCallTaskCancel)
+	cancels := decodeAll[vocab.CallTaskCancel](t, evs, vocab.TypeCallTaskCancel)
 	if len(cancels) != 1 || !cancels[0].Confirmed || cancels[0].Cause != "user" {
 		t.Fatalf("call.task_cancel = %+v", cancels)
 	}

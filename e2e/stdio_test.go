@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/internal/tspeer"
 	"github.com/agentctl/agentctl/projector"
@@ -42,14 +43,14 @@ func processFrames(tb testing.TB, evs []events.Event) ([]transport.ProcessInfo, 
 	tb.Helper()
 	var infos []transport.ProcessInfo
 	var exits []transport.ProcessExit
-	for _, f := range decodeAll[projector.Frame](tb, evs, projector.FramePrefix+"process") {
+	for _, f := range decodeAll[vocab.Frame](tb, evs, vocab.FramePrefix+"process") {
 		var p transport.ProcessInfo
 		if err := json.Unmarshal(f.Body, &p); err != nil {
 			tb.Fatal(err)
 		}
 		infos = append(infos, p)
 	}
-	for _, f := range decodeAll[projector.Frame](tb, evs, projector.FramePrefix+"process_exit") {
+	for _, f := range decodeAll[vocab.Frame](tb, evs, vocab.FramePrefix+"process_exit") {
 		var p transport.ProcessExit
 		if err := json.Unmarshal(f.Body, &p); err != nil {
 			tb.Fatal(err)
@@ -76,7 +77,7 @@ func assertEnd(tb testing.TB, evs []events.Event, want transport.ProcessExit) {
 		exits[0].Signal != want.Signal || exits[0].Stopped != want.Stopped {
 		tb.Fatalf("process frames %+v / %+v, want one process ending %+v", infos, exits, want)
 	}
-	if n := len(evs); n < 2 || evs[n-2].Type != projector.FramePrefix+"process_exit" || evs[n-1].Type != projector.TypeRunFinished {
+	if n := len(evs); n < 2 || evs[n-2].Type != vocab.FramePrefix+"process_exit" || evs[n-1].Type != vocab.TypeRunFinished {
 		tb.Fatalf("the process's end is not recorded last before run.finished")
 	}
 	assertGone(tb, infos)
@@ -141,11 +142,11 @@ func TestStdio_Filesystem(t *testing.T) {
 		t.Fatalf("write output = %s", got)
 	}
 	assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started write"), stdioSession(), succeededCall(0),
-		lines("task.finished write succeeded", "task.started read", "session.attached"), succeededCall(0),
+		lines("task.finished write succeeded", "task.started read"), succeededCall(0),
 		lines("task.finished read succeeded", "mcp.process_exit local", "run.finished succeeded")))
 	evs := runEvents(t, db, res.RunID)
 	assertCleanEnd(t, evs)
-	opened := decodeAll[projector.SessionOpened](t, evs, projector.TypeSessionOpened)
+	opened := decodeAll[vocab.SessionOpened](t, evs, vocab.TypeSessionOpened)
 	if len(opened) != 1 || !strings.Contains(string(opened[0].ServerInfo), `"secure-filesystem-server"`) || !strings.HasPrefix(opened[0].URL, "stdio:/") {
 		t.Fatalf("session.opened = %+v", opened)
 	}
@@ -180,7 +181,8 @@ func TestStdio_TSEverything(t *testing.T) {
 
 	t.Run("trigger-long-running-operation", func(t *testing.T) {
 		var live []string
-		observe := func(e events.Event) { live = append(live, projector.Describe(e)) }
+		var d projector.Describer
+		observe := func(e events.Event) { live = append(live, d.Describe(e)) }
 		res, db := runWorkflow(t, ctx, stdioWF(everything(t), nil, nil,
 			step{id: "op", tool: "trigger-long-running-operation", idem: "pure", args: "{duration: 0.3, steps: 3}"}).YAML(), observe)
 		if res.Err != nil {
@@ -191,8 +193,8 @@ func TestStdio_TSEverything(t *testing.T) {
 		// The call's part of the log, exactly: three progress notifications
 		// persisted in order, each before the next line was read.
 		log := describe(t, db, res.RunID)
-		i := slices.Index(log, "mcp.request out tools/call")
-		if i < 0 || i+7 > len(log) || !slices.Equal(log[i:i+7], succeededCall(3)[2:]) {
+		i := slices.Index(log, "mcp.request out tools/call prepared->dispatched")
+		if i < 0 || i+6 > len(log) || !slices.Equal(log[i:i+6], succeededCall(3)[1:]) {
 			t.Fatalf("log:\n%s", numbered(log))
 		}
 		if strings.Join(live, "\n") != strings.Join(log, "\n") {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/internal/tspeer"
 	"github.com/agentctl/agentctl/projector"
@@ -144,9 +145,9 @@ func killAndResumeTask(t *testing.T, url string, sealed bool) {
 		t.Fatalf("log:\n%s", log)
 	}
 	if !sealed { // the session id, a bearer credential, is in no payload
-		var accepted projector.CallTaskAccepted
+		var accepted vocab.CallTaskAccepted
 		for _, e := range evs {
-			if e.Type == projector.TypeCallTaskAccepted {
+			if e.Type == vocab.TypeCallTaskAccepted {
 				if err := e.Decode(&accepted); err != nil {
 					t.Fatal(err)
 				}

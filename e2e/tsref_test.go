@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/tspeer"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
@@ -25,7 +26,7 @@ const tsTools = "echo, get-annotated-message, get-env, get-resource-links, get-r
 
 // notSent is the log of a call that fails before any request is sent.
 func notSent(task string) []string {
-	return lines("call.prepared", "call.error", "call.transition prepared->failed", "task.finished "+task+" failed", "run.finished failed")
+	return lines("call.prepared", "call.error prepared->failed", "task.finished "+task+" failed", "run.finished failed")
 }
 
 // TestTSEverything runs workflows against the reference TypeScript server
@@ -46,7 +47,7 @@ func TestTSEverything(t *testing.T) {
 		if got := outputString(t, res.Outputs["say"]); got != `[{"text":"Echo: hello","type":"text"}]` {
 			t.Fatalf("output = %s", got)
 		}
-		opened := decodeAll[projector.SessionOpened](t, runEvents(t, db, res.RunID), projector.TypeSessionOpened)
+		opened := decodeAll[vocab.SessionOpened](t, runEvents(t, db, res.RunID), vocab.TypeSessionOpened)
 		if len(opened) != 1 || opened[0].ProtocolVersion != "2025-11-25" || !strings.Contains(string(opened[0].ServerInfo), `"mcp-servers/everything"`) || opened[0].SessionIDDigest == "" {
 			t.Fatalf("session.opened = %+v", opened)
 		}
@@ -72,7 +73,7 @@ func TestTSEverything(t *testing.T) {
 			t.Fatalf("exit %d (%v), want %d", code, res.Err, workflow.ExitFailed)
 		}
 		assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started sum"), openSession(1), notSent("sum")))
-		errs := decodeAll[projector.CallError](t, runEvents(t, db, res.RunID), projector.TypeCallError)
+		errs := decodeAll[vocab.CallError](t, runEvents(t, db, res.RunID), vocab.TypeCallError)
 		if len(errs) != 1 || errs[0].Kind != "invalid_arguments" || !strings.Contains(errs[0].Message, `"/a"`) {
 			t.Fatalf("call.error = %+v, want invalid_arguments at /a", errs)
 		}
@@ -89,8 +90,8 @@ func TestTSEverything(t *testing.T) {
 			t.Errorf("error should carry the server's text: %v", res.Err)
 		}
 		assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started ref"), openSession(1),
-			lines("call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.response in",
-				"call.result", "call.error", "call.transition dispatched->failed", "task.finished ref failed", "run.finished failed")))
+			lines("call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.response in",
+				"call.result", "call.error dispatched->failed", "task.finished ref failed", "run.finished failed")))
 	})
 
 	// The outputSchema declares "$schema": draft-07; structuredContent is
@@ -109,7 +110,7 @@ func TestTSEverything(t *testing.T) {
 		if got := outputString(t, res.Outputs["sum"]); got != `[{"text":"The sum of 36 and 82 is 118.","type":"text"}]` {
 			t.Fatalf("sum output = %s", got)
 		}
-		cat := decodeAll[projector.SessionCatalog](t, runEvents(t, db, res.RunID), projector.TypeSessionCatalog)
+		cat := decodeAll[vocab.SessionCatalog](t, runEvents(t, db, res.RunID), vocab.TypeSessionCatalog)
 		if len(cat) != 1 || !strings.Contains(string(toolInfo(cat[0], "get-structured-content").OutputSchema), "draft-07") {
 			t.Fatalf("catalog lacks the draft-07 outputSchema: %+v", cat)
 		}
@@ -119,7 +120,8 @@ func TestTSEverything(t *testing.T) {
 		// The observer (what the CLI uses to show progress) sees each event
 		// as it is committed, so progress reaches it while the call runs.
 		var live []string
-		observe := func(e events.Event) { live = append(live, projector.Describe(e)) }
+		var d projector.Describer
+		observe := func(e events.Event) { live = append(live, d.Describe(e)) }
 		res, db := runWorkflow(t, ctx, workflowYAML(url, step{id: "op", tool: "trigger-long-running-operation", idem: "pure", args: "{duration: 0.4, steps: 4}"}), observe)
 		if res.Err != nil {
 			t.Fatal(res.Err)
@@ -194,27 +196,27 @@ func TestTSEverything(t *testing.T) {
 			t.Fatalf("exit %d (%v), want %d", code, res.Err, workflow.ExitRemote)
 		}
 		assertEvents(t, db, res.RunID, concat(lines("run.created", "task.started first"), openSession(1), succeededCall(0),
-			lines("task.finished first succeeded", "task.started second", "session.attached",
-				"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call", "mcp.http_error in tools/call",
-				"call.error", "call.transition dispatched->failed", "task.finished second failed", "run.finished failed")))
-		errs := decodeAll[projector.CallError](t, runEvents(t, db, res.RunID), projector.TypeCallError)
+			lines("task.finished first succeeded", "task.started second",
+				"call.prepared", "mcp.request out tools/call prepared->dispatched", "mcp.http_error in tools/call",
+				"call.error dispatched->failed", "task.finished second failed", "run.finished failed")))
+		errs := decodeAll[vocab.CallError](t, runEvents(t, db, res.RunID), vocab.TypeCallError)
 		if len(errs) != 1 || errs[0].Kind != "http_status" || errs[0].Status != 400 || !strings.Contains(errs[0].Message, "No valid session ID") {
 			t.Fatalf("call.error = %+v, want one http_status 400", errs)
 		}
-		trs := decodeAll[projector.CallTransition](t, runEvents(t, db, res.RunID), projector.TypeCallTransition)
+		trs := transitions(t, runEvents(t, db, res.RunID))
 		if last := trs[len(trs)-1]; last.Trigger != "fail_definitive" || last.To != "failed" {
 			t.Fatalf("last transition = %+v, want fail_definitive → failed", last)
 		}
 	})
 }
 
-func toolInfo(c projector.SessionCatalog, name string) projector.ToolInfo {
+func toolInfo(c vocab.SessionCatalog, name string) vocab.ToolInfo {
 	for _, t := range c.Tools {
 		if t.Name == name {
 			return t
 		}
 	}
-	return projector.ToolInfo{}
+	return vocab.ToolInfo{}
 }
 
 // deletingProxy is a loopback reverse proxy to upstream that, just before

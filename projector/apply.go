@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 )
 
 // Apply folds evs (one committed batch of one run) into the projection
@@ -21,10 +22,10 @@ func Apply(ctx context.Context, tx *events.Tx, evs []events.Event) error {
 	// equal incremental ones. Inspect counts events from the log itself.
 	var step *events.Event
 	for i := range evs {
-		if evs[i].Type == TypeCallPrepared {
+		if evs[i].Type == vocab.TypeCallPrepared {
 			calls++
 		}
-		if !strings.HasPrefix(evs[i].Type, FramePrefix) {
+		if !strings.HasPrefix(evs[i].Type, vocab.FramePrefix) {
 			step = &evs[i]
 		}
 	}
@@ -80,40 +81,67 @@ type handler func(ctx context.Context, tx *events.Tx, e events.Event) error
 // Event types not in it change none: frames, stream.truncated and
 // replay.frames are evidence that inspect reads from the log itself.
 var handlers = map[string]handler{
-	TypeRunCreated:      decoded(applyRunCreated),
-	TypeRunStarted:      decoded(applyRunStarted),
-	TypeRunFinished:     decoded(applyRunFinished),
-	TypeRunResumed:      decoded(applyRunResumed),
-	TypeTaskStarted:     decoded(applyTaskStarted),
-	TypeTaskFinished:    decoded(applyTaskFinished),
-	TypeTaskSkipped:     decoded(applyTaskSkipped),
-	TypeTaskRetry:       decoded(applyTaskRetry),
-	TypeSessionOpened:   decoded(applySessionOpened),
-	TypeSessionCatalog:  decoded(applySessionCatalog),
-	TypeSessionExpired:  decoded(applySessionExpired),
-	TypeSessionAttached: decoded(attachSession),
-	TypeCallPrepared:    decoded(applyCallPrepared),
-	TypeCallTransition:  decoded(applyCallTransition),
-	TypeCallResult:      decoded(applyCallResult),
-	TypeCallError:       decoded(applyCallError),
-	TypeCallReconciled:  decoded(applyCallReconciled),
+	vocab.TypeRunCreated:      decoded(applyRunCreated),
+	vocab.TypeRunStarted:      decoded(applyRunStarted),
+	vocab.TypeRunFinished:     decoded(applyRunFinished),
+	vocab.TypeRunResumed:      decoded(applyRunResumed),
+	vocab.TypeTaskStarted:     decoded(applyTaskStarted),
+	vocab.TypeTaskFinished:    decoded(applyTaskFinished),
+	vocab.TypeTaskSkipped:     decoded(applyTaskSkipped),
+	vocab.TypeTaskRetry:       decoded(applyTaskRetry),
+	vocab.TypeSessionOpened:   decoded(applySessionOpened),
+	vocab.TypeSessionCatalog:  decoded(applySessionCatalog),
+	vocab.TypeSessionExpired:  decoded(applySessionExpired),
+	vocab.TypeSessionAttached: decoded(attachSession),
+	vocab.TypeCallPrepared:    decoded(applyCallPrepared),
+	vocab.TypeCallTransition:  decoded(applyCallTransition),
+	vocab.TypeCallResult:      decoded(applyCallResult),
+	vocab.TypeCallError:       decoded(applyCallError),
+	vocab.TypeCallReconciled:  decoded(applyCallReconciled),
+
+	// Facts that change no table but may carry a call's move.
+	vocab.TypeCallTaskAccepted: decoded(noTable[vocab.CallTaskAccepted]),
+	vocab.TypeCallTaskStatus:   decoded(noTable[vocab.CallTaskStatus]),
+	vocab.TypeCallTaskCancel:   decoded(noTable[vocab.CallTaskCancel]),
+	vocab.TypeReplayFrames:     decoded(noTable[vocab.ReplayFrames]),
 }
 
+func noTable[P any](context.Context, *events.Tx, events.Event, P) error { return nil }
+
 // decoded adapts fn to a handler that first decodes the event's payload
-// into a P.
+// into a P, then moves the call when the fact carries a move (a handler
+// that folds the move into its own statement clears it from p).
 func decoded[P any](fn func(ctx context.Context, tx *events.Tx, e events.Event, p P) error) handler {
 	return func(ctx context.Context, tx *events.Tx, e events.Event) error {
-		var p P
-		if err := e.Decode(&p); err != nil {
+		p, err := vocab.Decode[P](e)
+		if err != nil {
 			return err
 		}
-		return fn(ctx, tx, e, p)
+		if err := fn(ctx, tx, e, p); err != nil {
+			return err
+		}
+		if t, ok := vocab.MoveOf(p); ok && e.Type != vocab.TypeCallTransition && e.Type != vocab.TypeCallResult {
+			return applyCallTransition(ctx, tx, e, t)
+		}
+		return nil
 	}
 }
 
 func applyOne(ctx context.Context, tx *events.Tx, e events.Event) error {
 	if h := handlers[e.Type]; h != nil {
 		return h(ctx, tx, e)
+	}
+	if vocab.IsFrame(e.Type) { // a request frame may carry the move it makes
+		m, err := vocab.FrameMove(e)
+		if err != nil || m == nil {
+			return err
+		}
+		f, err := vocab.DecodeFrameHeader(e)
+		if err != nil {
+			return err
+		}
+		t, _ := vocab.MoveOf(f)
+		return applyCallTransition(ctx, tx, e, t)
 	}
 	return nil
 }

@@ -9,22 +9,6 @@ import (
 	"github.com/agentctl/agentctl/events"
 )
 
-// TypeRunResumed marks where `agentctl resume` picked a run up again: the
-// same run id, the seq continuing. Everything before it still stands;
-// everything after it is the resumed process.
-const TypeRunResumed = "run.resumed"
-
-// RunResumed is the payload of run.resumed.
-type RunResumed struct {
-	// FromSeq is the last seq the resumed process found in the log.
-	FromSeq int64 `json:"fromSeq"`
-	// PreviousState is the run's state before the resume: "running" after
-	// a crash, or "uncertain" when a reconcile made a finished run resumable.
-	PreviousState string `json:"previousState"`
-	// Command names what resumed the run ("resume").
-	Command string `json:"command,omitempty"`
-}
-
 // ErrUnknownCall reports an effect id that no call.prepared event names.
 var ErrUnknownCall = errors.New("projector: no such call")
 

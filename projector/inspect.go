@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 )
 
 // Inspect bounds (docs/ARCHITECTURE.md, "The event log"): what inspect exposes is bounded, the log is not.
@@ -19,6 +20,10 @@ const (
 	MaxStreamEventsPerAttempt = 256
 	MaxPayloadBytes           = 4096
 )
+
+// TypeStreamTruncated is not an event of the log: it is the stream item
+// inspect puts last when an attempt has more than MaxStreamEventsPerAttempt.
+const TypeStreamTruncated = "stream.truncated"
 
 // Document is what `agentctl inspect` prints; keys are camelCase and absent
 // values are null.
@@ -38,7 +43,7 @@ type Document struct {
 type AuthStepView struct {
 	Seq int64  `json:"seq"`
 	At  string `json:"at"`
-	AuthStep
+	vocab.AuthStep
 }
 
 // RunView is the runs row.
@@ -236,29 +241,23 @@ func InspectEach(ctx context.Context, db *events.DB, runID string, each func(eve
 		if err := sealed.add(e); err != nil {
 			return err
 		}
-		if e.Type == TypeRunFinished {
-			var p RunFinished
-			if err := e.Decode(&p); err == nil && p.Outputs != nil {
+		if e.Type == vocab.TypeRunFinished {
+			if p, err := vocab.Decode[vocab.RunFinished](e); err == nil && p.Outputs != nil {
 				doc.Outputs, _ = json.Marshal(p.Outputs)
 			}
 		}
-		if e.Type == TypeReplayFrames {
+		if e.Type == vocab.TypeReplayFrames {
 			return replayedFrames(ctx, db, e, perAttempt, doc)
 		}
-		if e.Type == TypeAuthStep {
-			v := AuthStepView{Seq: e.Seq, At: e.CreatedAt}
-			if err := e.Decode(&v.AuthStep); err != nil {
-				return err
-			}
-			doc.AuthSteps = append(doc.AuthSteps, v)
-			return nil
+		if e.Type == vocab.TypeAuthStep {
+			return doc.addAuthStep(e)
 		}
-		if !strings.HasPrefix(e.Type, FramePrefix) {
+		if !strings.HasPrefix(e.Type, vocab.FramePrefix) {
 			return nil
 		}
 		// Past the bound only the attempt is needed: decode just that
 		// (the payload is still checked whole), and the frame when shown.
-		k, err := decodeFrameKey(e)
+		k, err := vocab.DecodeFrameKey(e)
 		if err != nil {
 			return err
 		}
@@ -293,7 +292,7 @@ func addFrame(e events.Event, key string, perAttempt map[string]int, doc *Docume
 	if n >= MaxStreamEventsPerAttempt {
 		return nil
 	}
-	f, err := DecodeFrame(e)
+	f, err := vocab.DecodeFrame(e)
 	if err != nil {
 		return err
 	}
@@ -315,7 +314,8 @@ func addFrame(e events.Event, key string, perAttempt map[string]int, doc *Docume
 
 // referenced is a replay.frames event being expanded by inspect.
 type referenced struct {
-	ReplayFrames
+	vocab.ReplayFrames
+
 	stream string
 }
 
@@ -323,10 +323,11 @@ type referenced struct {
 // its own (inspect of a replay equals the source's): read from the run that
 // holds them while under the attempt's bound, counted from the spans past it.
 func replayedFrames(ctx context.Context, db *events.DB, e events.Event, perAttempt map[string]int, doc *Document) error {
-	ref := &referenced{stream: e.Stream}
-	if err := e.Decode(&ref.ReplayFrames); err != nil {
+	rf, err := vocab.Decode[vocab.ReplayFrames](e)
+	if err != nil {
 		return err
 	}
+	ref := &referenced{ReplayFrames: rf, stream: e.Stream}
 	// The run's event count counts the referenced frames in place of the
 	// reference, as if they had been copied: a replay's inspect equals its
 	// source's (issue 5), and the count says how much evidence the run has.
@@ -341,7 +342,7 @@ func replayedFrames(ctx context.Context, db *events.DB, e events.Event, perAttem
 			last := min(to, from+left-1)
 			read := int64(0)
 			err := db.ScanRange(ctx, ref.SourceRunID, from, last, func(se events.Event) error {
-				if !strings.HasPrefix(se.Type, FramePrefix) {
+				if !strings.HasPrefix(se.Type, vocab.FramePrefix) {
 					return fmt.Errorf("replay.frames at seq %d: seq %d of run %s is %s, not a frame", e.Seq, se.Seq, ref.SourceRunID, se.Type)
 				}
 				read++
@@ -360,7 +361,7 @@ func replayedFrames(ctx context.Context, db *events.DB, e events.Event, perAttem
 	return nil
 }
 
-func streamEvent(e events.Event, f Frame) StreamEvent {
+func streamEvent(e events.Event, f vocab.Frame) StreamEvent {
 	se := StreamEvent{Seq: e.Seq, Type: e.Type, Stream: e.Stream, Dir: f.Dir, Remote: f.Remote, Generation: f.Generation, At: e.CreatedAt,
 		TaskID: strPtr(f.TaskID), EffectID: strPtr(f.EffectID), Method: strPtr(f.Method)}
 	if f.Attempt > 0 {
@@ -411,4 +412,14 @@ func derefInt(i *int) int {
 		return 0
 	}
 	return *i
+}
+
+// addAuthStep adds an auth.step event to the document's auth steps.
+func (doc *Document) addAuthStep(e events.Event) error {
+	p, err := vocab.Decode[vocab.AuthStep](e)
+	if err != nil {
+		return err
+	}
+	doc.AuthSteps = append(doc.AuthSteps, AuthStepView{Seq: e.Seq, At: e.CreatedAt, AuthStep: p})
+	return nil
 }

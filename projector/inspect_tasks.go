@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 )
 
 // CallTaskView is what inspect shows of a call made as an MCP task: the
@@ -19,8 +20,8 @@ type CallTaskView struct {
 	Polls           int              `json:"polls"`
 	// Folded counts the status changes seen but not recorded, beyond the
 	// call's bound on status records.
-	Folded int             `json:"folded,omitempty"`
-	Cancel *CallTaskCancel `json:"cancel,omitempty"`
+	Folded int                   `json:"folded,omitempty"`
+	Cancel *vocab.CallTaskCancel `json:"cancel,omitempty"`
 }
 
 // TaskStatusView is one recorded status; Polls is how many identical
@@ -53,9 +54,9 @@ func (tv taskViews) add(e events.Event) error {
 
 func (tv taskViews) fold(e events.Event) error {
 	switch e.Type {
-	case TypeCallTaskAccepted:
-		var p CallTaskAccepted
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeCallTaskAccepted:
+		p, err := vocab.Decode[vocab.CallTaskAccepted](e)
+		if err != nil {
 			return err
 		}
 		v := &CallTaskView{TaskID: p.TaskIDDigest, TaskIDDigest: p.TaskIDDigest, SessionIDDigest: p.SessionIDDigest,
@@ -64,9 +65,9 @@ func (tv taskViews) fold(e events.Event) error {
 			v.TaskID = p.TaskID
 		}
 		tv[p.EffectID] = v // a redispatch made a new task: show the last
-	case TypeCallTaskStatus:
-		var p CallTaskStatus
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeCallTaskStatus:
+		p, err := vocab.Decode[vocab.CallTaskStatus](e)
+		if err != nil {
 			return err
 		}
 		if v := tv[p.EffectID]; v != nil {
@@ -74,20 +75,21 @@ func (tv taskViews) fold(e events.Event) error {
 			v.Polls = max(v.Polls, p.Poll)
 			v.Folded += p.Folded
 		}
-	case TypeCallTaskCancel:
-		var p CallTaskCancel
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeCallTaskCancel:
+		p, err := vocab.Decode[vocab.CallTaskCancel](e)
+		if err != nil {
 			return err
 		}
 		if v := tv[p.EffectID]; v != nil {
+			p.Move = nil // the call's transition, not the cancel's outcome
 			v.Cancel = &p
 		}
-	case TypeCallResult:
+	case vocab.TypeCallResult:
 		if tv[strings.TrimPrefix(e.Stream, "call/")] == nil {
 			return nil // not a task's result: nothing to decode
 		}
-		var p CallResult
-		if err := e.Decode(&p); err != nil {
+		p, err := vocab.Decode[vocab.CallResult](e)
+		if err != nil {
 			return err
 		}
 		if v := tv[p.EffectID]; v != nil {

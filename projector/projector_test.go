@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
@@ -215,8 +216,8 @@ func testInspectBounds(t *testing.T, db *events.DB) {
 	evs, _ := db.Events(context.Background(), res.RunID)
 	var bigBody json.RawMessage
 	for _, e := range evs {
-		var f projector.Frame
-		if strings.HasPrefix(e.Type, projector.FramePrefix) && e.Decode(&f) == nil {
+		var f vocab.Frame
+		if strings.HasPrefix(e.Type, vocab.FramePrefix) && e.Decode(&f) == nil {
 			if f.TaskID == "t0" {
 				logged++
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 )
 
 // PruneOptions select the runs `agentctl runs prune` removes. The zero
@@ -126,11 +127,11 @@ func replayReferences(ctx context.Context, db *events.DB) (map[string][]string, 
 	for _, rp := range replays {
 		seen := map[string]bool{}
 		err := db.ScanPayloads(ctx, rp, func(e events.Event) error {
-			if e.Type != TypeReplayFrames {
+			if e.Type != vocab.TypeReplayFrames {
 				return nil
 			}
-			var f ReplayFrames
-			if err := e.Decode(&f); err != nil {
+			f, err := vocab.Decode[vocab.ReplayFrames](e)
+			if err != nil {
 				return fmt.Errorf("plan prune: replay.frames at seq %d of %s: %w", e.Seq, rp, err)
 			}
 			if !seen[f.SourceRunID] {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 )
 
 // SealedText stands, in a projection column, for text taken from a sealed
@@ -71,7 +72,7 @@ func sessionKey(remote string, gen int) string { return remote + "/" + strconv.I
 // key (inspect of a run whose sealed events it does not otherwise read)
 // the column keeps its marker: inspect shows less, and reveals nothing.
 func (u *unsealer) add(e events.Event) error {
-	if e.Type == TypeRunResumed {
+	if e.Type == vocab.TypeRunResumed {
 		u.runErr = nil
 	}
 	if !e.Sealed() {
@@ -88,40 +89,51 @@ func (u *unsealer) fold(e events.Event) error {
 		u.taskErr, u.callErr, u.serverInfo = map[string]string{}, map[string]string{}, map[string]json.RawMessage{}
 	}
 	switch e.Type {
-	case TypeRunFinished:
-		var p RunFinished
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeRunFinished:
+		p, err := vocab.Decode[vocab.RunFinished](e)
+		if err != nil {
 			return err
 		}
 		u.runErr = &p.Error
-	case TypeTaskFinished:
-		var p TaskFinished
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeTaskFinished:
+		p, err := vocab.Decode[vocab.TaskFinished](e)
+		if err != nil {
 			return err
 		}
 		u.taskErr[p.TaskID+"/"+strconv.Itoa(p.Attempt)] = p.Error
-	case TypeCallTransition:
-		var p CallTransition
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeCallTransition, vocab.TypeCallResult, vocab.TypeCallReconciled, vocab.TypeCallTaskAccepted, vocab.TypeCallTaskStatus, vocab.TypeCallTaskCancel:
+		p, err := vocab.Payload(e)
+		if err != nil {
 			return err
 		}
-		if _, ok := u.callErr[p.EffectID]; !ok && p.Reason != "" && (p.To == "failed" || p.To == "uncertain" || p.To == "cancelled") {
-			u.callErr[p.EffectID] = p.Reason
-		}
-	case TypeCallError:
-		var p CallError
-		if err := e.Decode(&p); err != nil {
+		u.moved(p)
+	case vocab.TypeCallError:
+		p, err := vocab.Decode[vocab.CallError](e)
+		if err != nil {
 			return err
 		}
 		u.callErr[p.EffectID] = p.Kind + ": " + p.Message
-	case TypeSessionOpened:
-		var p SessionOpened
-		if err := e.Decode(&p); err != nil {
+		u.moved(p)
+	case vocab.TypeSessionOpened:
+		p, err := vocab.Decode[vocab.SessionOpened](e)
+		if err != nil {
 			return err
 		}
 		u.serverInfo[sessionKey(p.Remote, p.Generation)] = p.ServerInfo
 	}
 	return nil
+}
+
+// moved folds the move a call fact carries (or a call.transition) as the
+// projector's COALESCE(error, reason) does.
+func (u *unsealer) moved(p any) {
+	t, ok := vocab.MoveOf(p)
+	if !ok {
+		return
+	}
+	if _, ok := u.callErr[t.EffectID]; !ok && t.Reason != "" && (t.To == "failed" || t.To == "uncertain" || t.To == "cancelled") {
+		u.callErr[t.EffectID] = t.Reason
+	}
 }
 
 // patch replaces each SealedText of doc by the text the log holds.

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/transport/oauth"
 	"github.com/agentctl/agentctl/workflow/spec"
@@ -96,7 +96,7 @@ func (rn *run) authorize(remote string, cfg *transport.Config) error {
 // credentials transaction, which must not wait for the log).
 func (rn *run) authObserver(remote string) oauth.Observer {
 	return oauth.ObserverFunc(func(_ context.Context, s oauth.Step) {
-		rec := events.Record{Stream: "auth/" + remote, Type: projector.TypeAuthStep, Payload: projector.AuthStep{
+		rec := events.Record{Stream: "auth/" + remote, Type: vocab.TypeAuthStep, Payload: vocab.AuthStep{
 			Remote: remote, Kind: string(s.Kind), Issuer: s.Issuer, Resource: s.Resource, ClientID: s.ClientID,
 			Scopes: s.Scopes, URL: s.URL, Method: s.Method, Detail: s.Detail}}
 		rn.authMu.Lock()

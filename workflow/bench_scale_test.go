@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -88,11 +89,11 @@ func replayOnce(b *testing.B, db *events.DB, n int) {
 	// (replay.frames): together they must account for every source event.
 	var own, referenced int64
 	err = db.Scan(ctx, res.RunID, 0, func(e events.Event) error {
-		if e.Type != projector.TypeReplayFrames {
+		if e.Type != vocab.TypeReplayFrames {
 			own++
 			return nil
 		}
-		var r projector.ReplayFrames
+		var r vocab.ReplayFrames
 		if err := e.Decode(&r); err != nil {
 			return err
 		}
@@ -184,7 +185,7 @@ func genScaleRun(path string, n int) error {
 		if err := add(r); err != nil {
 			return err
 		}
-		if !copied && e.Type == projector.FramePrefix+"notification" && strings.Contains(e.Payload, "notifications/progress") {
+		if !copied && e.Type == vocab.FramePrefix+"notification" && strings.Contains(e.Payload, "notifications/progress") {
 			copied = true
 			for i := 0; i < extra; i++ {
 				if err := add(r); err != nil {

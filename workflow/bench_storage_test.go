@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/testkit"
@@ -23,16 +24,16 @@ import (
 // its event, as the run loop hands it to Append (frames stay raw JSON).
 func typedPayload(b *testing.B, typ, payload string) any {
 	decoders := map[string]func([]byte) (any, error){
-		projector.TypeRunCreated:      decodeAs[projector.RunCreated],
-		projector.TypeRunFinished:     decodeAs[projector.RunFinished],
-		projector.TypeTaskStarted:     decodeAs[projector.TaskStarted],
-		projector.TypeTaskFinished:    decodeAs[projector.TaskFinished],
-		projector.TypeSessionOpened:   decodeAs[projector.SessionOpened],
-		projector.TypeSessionCatalog:  decodeAs[projector.SessionCatalog],
-		projector.TypeSessionAttached: decodeAs[projector.SessionRef],
-		projector.TypeCallPrepared:    decodeAs[projector.CallPrepared],
-		projector.TypeCallTransition:  decodeAs[projector.CallTransition],
-		projector.TypeCallResult:      decodeAs[projector.CallResult],
+		vocab.TypeRunCreated:      decodeAs[vocab.RunCreated],
+		vocab.TypeRunFinished:     decodeAs[vocab.RunFinished],
+		vocab.TypeTaskStarted:     decodeAs[vocab.TaskStarted],
+		vocab.TypeTaskFinished:    decodeAs[vocab.TaskFinished],
+		vocab.TypeSessionOpened:   decodeAs[vocab.SessionOpened],
+		vocab.TypeSessionCatalog:  decodeAs[vocab.SessionCatalog],
+		vocab.TypeSessionAttached: decodeAs[vocab.SessionRef],
+		vocab.TypeCallPrepared:    decodeAs[vocab.CallPrepared],
+		vocab.TypeCallTransition:  decodeAs[vocab.CallTransition],
+		vocab.TypeCallResult:      decodeAs[vocab.CallResult],
 	}
 	decode, ok := decoders[typ]
 	if !ok {
@@ -70,13 +71,13 @@ func reKeyed(batches [][]events.Record, suffix string) [][]events.Record {
 		out[i] = make([]events.Record, len(recs))
 		for j, r := range recs {
 			switch p := r.Payload.(type) {
-			case projector.CallPrepared:
+			case vocab.CallPrepared:
 				p.EffectID += suffix
 				r.Payload = p
-			case projector.CallTransition:
+			case vocab.CallTransition:
 				p.EffectID += suffix
 				r.Payload = p
-			case projector.CallResult:
+			case vocab.CallResult:
 				p.EffectID += suffix
 				r.Payload = p
 			}

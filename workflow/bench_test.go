@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/testkit"
@@ -130,7 +131,7 @@ func BenchmarkProgressPersistence(b *testing.B) {
 	const frames = 10000
 	srv := mcptest.Start(b, mcptest.Options{}, progressTool("progress", frames))
 	// A progress frame as the run loop records it.
-	frame, err := json.Marshal(projector.Frame{Dir: "in", Kind: "notification", Method: "notifications/progress", Remote: "local", Generation: 1,
+	frame, err := json.Marshal(vocab.Frame{Dir: "in", Kind: "notification", Method: "notifications/progress", Remote: "local", Generation: 1,
 		TaskID: "only", Attempt: 1, EffectID: strings.Repeat("ab", 32),
 		Body: json.RawMessage(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"abababababababab","progress":5000,"total":10000}}`)})
 	if err != nil {
@@ -147,7 +148,7 @@ func BenchmarkProgressPersistence(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
-			rec := []events.Record{{Stream: "call/" + strings.Repeat("ab", 32), Type: projector.FramePrefix + "notification", Payload: json.RawMessage(frame)}}
+			rec := []events.Record{{Stream: "call/" + strings.Repeat("ab", 32), Type: vocab.FramePrefix + "notification", Payload: json.RawMessage(frame)}}
 			var tf, tr time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -195,12 +196,12 @@ func BenchmarkProgressPersistence(b *testing.B) {
 				var applier events.Applier
 				if apply {
 					applier = projector.Apply
-					if _, err := db.Append(ctx, "run-raw", []events.Record{{Stream: "run", Type: projector.TypeRunCreated,
-						Payload: projector.RunCreated{RunID: "run-raw", Workflow: "bench", Mode: "run"}}}, applier); err != nil {
+					if _, err := db.Append(ctx, "run-raw", []events.Record{{Stream: "run", Type: vocab.TypeRunCreated,
+						Payload: vocab.RunCreated{RunID: "run-raw", Workflow: "bench", Mode: "run"}}}, applier); err != nil {
 						b.Fatal(err)
 					}
 				}
-				rec := []events.Record{{Stream: "call/" + strings.Repeat("ab", 32), Type: projector.FramePrefix + "notification", Payload: json.RawMessage(frame)}}
+				rec := []events.Record{{Stream: "call/" + strings.Repeat("ab", 32), Type: vocab.FramePrefix + "notification", Payload: json.RawMessage(frame)}}
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					if _, err := db.Append(ctx, "run-raw", rec, applier); err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -38,10 +38,10 @@ func TestRun_FinishedTaskDurableWhileSiblingRuns(t *testing.T) {
 	db := openDB(t)
 	wf := mustParse(t, retryWorkflow(srv.URL, "at_most_once", "", 2, "fast", "slow"))
 	observe := func(e events.Event) {
-		if e.Type != projector.TypeTaskFinished {
+		if e.Type != vocab.TypeTaskFinished {
 			return
 		}
-		var p projector.TaskFinished
+		var p vocab.TaskFinished
 		if err := e.Decode(&p); err == nil && p.TaskID == "fast" {
 			once.Do(func() { close(committed) })
 		}

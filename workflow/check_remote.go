@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/canonjson"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -86,7 +86,7 @@ func (r *Runner) CheckRemote(ctx context.Context, wf *spec.Workflow, opts RunOpt
 		return nil, err
 	}
 	defer unlock()
-	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: runCreated(rn.id, wf, map[string]any{}, opts)}); err != nil {
+	if err := rn.append(events.Record{Stream: "run", Type: vocab.TypeRunCreated, Payload: runCreated(rn.id, wf, map[string]any{}, opts)}); err != nil {
 		return nil, err
 	}
 	ck := &checker{rn: rn, wf: wf, catalogs: map[string]*remoteState{}}
@@ -202,11 +202,11 @@ func checkTaskID(remote string) string { return "check-" + remote }
 func (ck *checker) list(ctx context.Context, remote string) *Error {
 	rn, id := ck.rn, checkTaskID(remote)
 	stream := taskStream(id, 1)
-	if err := rn.append(events.Record{Stream: stream, Type: projector.TypeTaskStarted, Payload: projector.TaskStarted{TaskID: id, Attempt: 1, Server: remote, Action: "mcp.tools"}}); err != nil {
+	if err := rn.append(events.Record{Stream: stream, Type: vocab.TypeTaskStarted, Payload: vocab.TaskStarted{TaskID: id, Attempt: 1, Server: remote, Action: "mcp.tools"}}); err != nil {
 		return rn.storageFail(err)
 	}
 	rs, err := rn.openSession(ctx, remote, id, 1)
-	fin := projector.TaskFinished{TaskID: id, Attempt: 1, State: StateSucceeded}
+	fin := vocab.TaskFinished{TaskID: id, Attempt: 1, State: StateSucceeded}
 	var fail *Error
 	if err != nil {
 		code := exitFor(err)
@@ -220,7 +220,7 @@ func (ck *checker) list(ctx context.Context, remote string) *Error {
 		ck.servers = append(ck.servers, CheckedServer{Name: remote, URL: ck.wf.Spec.MCPServers[remote].Endpoint(), Tools: len(rs.catalog.Tools)})
 		fin.Output, _ = json.Marshal(map[string]any{"tools": len(rs.catalog.Tools)})
 	}
-	if aerr := rn.append(events.Record{Stream: stream, Type: projector.TypeTaskFinished, Payload: fin}); aerr != nil {
+	if aerr := rn.append(events.Record{Stream: stream, Type: vocab.TypeTaskFinished, Payload: fin}); aerr != nil {
 		return rn.storageFail(aerr)
 	}
 	return fail

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -28,12 +29,12 @@ var ErrNotQueued = errors.New("workflow: run is not queued")
 var ErrStopped = errors.New("workflow: run stopped before its next task; resume carries it on")
 
 // runCreated is the run.created payload of a new run of wf.
-func runCreated(id string, wf *spec.Workflow, inputs map[string]any, opts RunOptions) projector.RunCreated {
+func runCreated(id string, wf *spec.Workflow, inputs map[string]any, opts RunOptions) vocab.RunCreated {
 	servers := map[string]string{}
 	for name, s := range wf.Spec.MCPServers {
 		servers[name] = s.URL
 	}
-	return projector.RunCreated{RunID: id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
+	return vocab.RunCreated{RunID: id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
 		Inputs: inputs, Mode: opts.Mode, SourceRunID: opts.SourceRunID, Servers: servers, Command: opts.Command,
 		TraceParent: opts.TraceParent, TraceState: opts.TraceState}
 }
@@ -51,7 +52,7 @@ func (r *Runner) Submit(ctx context.Context, wf *spec.Workflow, inputs map[strin
 	}
 	created := runCreated(id, wf, inputs, opts)
 	created.Queued = true
-	rec := events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: created}
+	rec := events.Record{Stream: "run", Type: vocab.TypeRunCreated, Payload: created}
 	if _, err := r.DB.AppendAfter(ctx, id, 0, []events.Record{rec}, projector.Apply); err != nil {
 		return "", err
 	}
@@ -81,8 +82,8 @@ func (r *Runner) RunQueued(ctx context.Context, runID, worker string) (*Result, 
 		return nil, &Error{RunID: runID, Code: ExitInvalid, Err: fmt.Errorf("queued run %s: recorded workflow: %w", runID, err)}
 	}
 	rn := newRun(r, wf, runID, l.created.Inputs)
-	started := projector.RunStarted{Worker: worker, Command: "worker"}
-	if err := rn.appendAfter(1, events.Record{Stream: "run", Type: projector.TypeRunStarted, Payload: started}); err != nil {
+	started := vocab.RunStarted{Worker: worker, Command: "worker"}
+	if err := rn.appendAfter(1, events.Record{Stream: "run", Type: vocab.TypeRunStarted, Payload: started}); err != nil {
 		if errors.Is(err, events.ErrConflict) {
 			return nil, fmt.Errorf("run %s: %w: %w", runID, ErrNotQueued, err)
 		}

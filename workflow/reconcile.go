@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/internal/canonjson"
 	"github.com/agentctl/agentctl/projector"
@@ -177,7 +178,7 @@ func Reconcile(ctx context.Context, db *events.DB, rq Reconciliation) (*Reconcil
 		return nil, &Error{RunID: runID, Code: ExitInvalid,
 			Err: fmt.Errorf("reconcile %s: refused: the call is %s, not uncertain; only an uncertain call can be reconciled", rq.EffectID, lc.m.State)}
 	}
-	rec := projector.CallReconciled{EffectID: rq.EffectID, Status: rq.Status, Reason: rq.Reason}
+	rec := vocab.CallReconciled{EffectID: rq.EffectID, Status: rq.Status, Reason: rq.Reason}
 	if rq.Status == ReconcileApplied {
 		tool, ok := l.tool(lc)
 		if !ok {
@@ -196,12 +197,9 @@ func Reconcile(ctx context.Context, db *events.DB, rq Reconciliation) (*Reconcil
 	if err != nil {
 		return nil, fmt.Errorf("reconcile %s: %w", rq.EffectID, err)
 	}
-	stream := "call/" + rq.EffectID
-	recs := []events.Record{
-		{Stream: stream, Type: projector.TypeCallReconciled, Payload: rec},
-		{Stream: stream, Type: projector.TypeCallTransition, Payload: projector.CallTransition{EffectID: rq.EffectID,
-			From: string(tr.From), To: string(tr.To), Trigger: string(tr.Trigger), Reason: tr.Reason, Generation: lc.gen, Redispatches: next.Redispatches}},
-	}
+	// The verdict carries the move it makes (no call.transition restates it).
+	rec.Move = &vocab.Move{To: string(tr.To), Trigger: string(tr.Trigger), Reason: tr.Reason, Generation: lc.gen, Redispatches: next.Redispatches}
+	recs := []events.Record{{Stream: "call/" + rq.EffectID, Type: vocab.TypeCallReconciled, Payload: rec}}
 	if _, err := db.Append(ctx, runID, recs, projector.Apply); err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -19,7 +19,7 @@ import (
 func swapAfterFirstCatalog(srv *mcptest.Server, tool mcptest.ToolDef) func(events.Event) {
 	done := false
 	return func(e events.Event) {
-		if e.Type == projector.TypeSessionCatalog && !done {
+		if e.Type == vocab.TypeSessionCatalog && !done {
 			done = true
 			srv.AddTool(tool)
 		}
@@ -43,8 +43,8 @@ func TestRedispatch_SchemaDigest(t *testing.T) {
 		state string
 		last  string
 	}{
-		{"changed", changed, 1, "failed", "call.transition reconnecting->failed"},
-		{"reordered", reordered, 2, "succeeded", "call.transition redispatched->succeeded"},
+		{"changed", changed, 1, "failed", "call.error reconnecting->failed"},
+		{"reordered", reordered, 2, "succeeded", "call.result redispatched->succeeded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := mcptest.Start(t, mcptest.Options{}, actTool(nil))
@@ -90,7 +90,7 @@ func TestRedispatch_OneReconnectBound(t *testing.T) {
 			if c.Status != "uncertain" || c.Redispatches != 1 || c.Generation != 2 {
 				t.Fatalf("call = %+v", c)
 			}
-			if got := describeRun(t, db, res.RunID); !slices.Contains(got, "call.transition redispatched->uncertain") {
+			if got := describeRun(t, db, res.RunID); !slices.Contains(got, "call.error redispatched->uncertain") {
 				t.Fatalf("events:\n%s", strings.Join(got, "\n"))
 			}
 		})

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -19,7 +19,7 @@ func TestRedispatch_ToolMissing(t *testing.T) {
 	srv := mcptest.Start(t, mcptest.Options{}, actTool(nil))
 	restarted := false
 	restart := func(e events.Event) {
-		if e.Type == projector.TypeSessionCatalog && !restarted {
+		if e.Type == vocab.TypeSessionCatalog && !restarted {
 			restarted = true
 			if !srv.RemoveTool("act") {
 				t.Errorf("RemoveTool(act) found no tool")
@@ -47,33 +47,23 @@ func TestRedispatch_ToolMissing(t *testing.T) {
 	}
 	got := describeRun(t, db, res.RunID)
 	want := []string{
-		"mcp.request out tools/call",
+		"mcp.request out tools/call prepared->dispatched",
 		"mcp.http_error in tools/call",
 		"session.expired",
-		"call.error",
-		"call.transition dispatched->reconnecting",
+		"call.error dispatched->reconnecting",
 	}
-	i := slices.Index(got, "call.transition prepared->dispatched")
+	i := slices.Index(got, "call.prepared")
 	if i < 0 || len(got) < i+1+len(want) || !slices.Equal(got[i+1:i+1+len(want)], want) {
 		t.Fatalf("events:\n%s\nwant after the dispatch:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if slices.Contains(got, "call.transition reconnecting->redispatched") || !slices.Contains(got, "call.transition reconnecting->failed") {
+	if slices.ContainsFunc(got, func(s string) bool { return strings.HasSuffix(s, "reconnecting->redispatched") }) || !slices.Contains(got, "call.error reconnecting->failed") {
 		t.Fatalf("events:\n%s", strings.Join(got, "\n"))
 	}
 	var reasons []string
-	if err := db.Scan(t.Context(), res.RunID, 0, func(e events.Event) error {
-		if e.Type == projector.TypeCallTransition {
-			var p projector.CallTransition
-			if err := e.Decode(&p); err != nil {
-				return err
-			}
-			if p.To == "failed" {
-				reasons = append(reasons, p.Trigger+" / "+p.Reason)
-			}
+	for _, p := range runMoves(t, db, res.RunID) {
+		if p.To == "failed" {
+			reasons = append(reasons, p.Trigger+" / "+p.Reason)
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 	if len(reasons) != 1 || !strings.HasPrefix(reasons[0], "tool_missing / tool_missing:") || !strings.Contains(reasons[0], `"act"`) {
 		t.Fatalf("failing transition trigger / reason = %q, want tool_missing / tool_missing: naming \"act\"", reasons)

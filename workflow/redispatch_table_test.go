@@ -189,14 +189,12 @@ func TestRedispatch_RandomFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range evs {
-			if e.Type == projector.TypeCallTransition {
-				var p projector.CallTransition
-				if err := e.Decode(&p); err != nil {
-					t.Fatal(err)
-				}
-				trs = append(trs, fsm.Transition{From: fsm.State(p.From), To: fsm.State(p.To), Trigger: fsm.Trigger(p.Trigger), Reason: p.Reason})
-			}
+		moves, err := projector.Transitions(evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range moves {
+			trs = append(trs, fsm.Transition{From: fsm.State(p.From), To: fsm.State(p.To), Trigger: fsm.Trigger(p.Trigger), Reason: p.Reason})
 		}
 		m, err := fsm.Rebuild(fsm.Idempotency(idem), trs)
 		if err != nil || projector.CallStatus(string(m.State)) != c.Status || m.Redispatches != c.Redispatches {

@@ -119,7 +119,7 @@ func TestRedispatch_ServerRestart(t *testing.T) {
 					if c.Status != "uncertain" || c.Generation != 1 || c.Redispatches != 0 {
 						t.Fatalf("call = %+v", c)
 					}
-					if !slices.Contains(got, "call.transition dispatched->uncertain") {
+					if !slices.Contains(got, "call.error dispatched->uncertain") {
 						t.Fatalf("events:\n%s", strings.Join(got, "\n"))
 					}
 					return
@@ -143,12 +143,10 @@ func TestRedispatch_ServerRestart(t *testing.T) {
 					t.Fatalf("tools/call JSON-RPC ids = %v; the redispatch must carry a new id", ids)
 				}
 				want := []string{
-					"call.transition prepared->dispatched",
-					"mcp.request out tools/call",
+					"mcp.request out tools/call prepared->dispatched",
 					"mcp.http_error in tools/call",
 					"session.expired",
-					"call.error",
-					"call.transition dispatched->reconnecting",
+					"call.error dispatched->reconnecting",
 					"mcp.request out initialize",
 					"mcp.response in",
 					"mcp.notification out notifications/initialized",
@@ -156,8 +154,7 @@ func TestRedispatch_ServerRestart(t *testing.T) {
 					"mcp.request out tools/list",
 					"mcp.response in",
 					"session.catalog",
-					"call.transition reconnecting->redispatched",
-					"mcp.request out tools/call",
+					"mcp.request out tools/call reconnecting->redispatched",
 				}
 				i := slices.Index(got, "call.prepared")
 				if i < 0 || len(got) < i+1+len(want) || !slices.Equal(got[i+1:i+1+len(want)], want) {

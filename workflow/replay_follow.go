@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
 
@@ -26,7 +26,7 @@ import (
 type recAttempt struct {
 	// verdict is the operator's reconcile of the attempt's call; nil when
 	// there is none.
-	verdict *projector.CallReconciled
+	verdict *vocab.CallReconciled
 	// settled: a task.finished of the attempt followed the verdict (a
 	// resume finished the attempt with the reconciled result).
 	settled bool
@@ -48,8 +48,8 @@ func (src *replaySource) attempt(taskID string, n int) *recAttempt {
 
 // taskStarted notes the highest attempt of each task the source started.
 func (ix *indexer) taskStarted(e events.Event) error {
-	var p projector.TaskStarted
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.TaskStarted](e)
+	if err != nil {
 		return err
 	}
 	ix.src.attempt(p.TaskID, p.Attempt)
@@ -61,8 +61,8 @@ func (ix *indexer) taskStarted(e events.Event) error {
 
 // callReconciled notes an operator's verdict on a recorded call.
 func (ix *indexer) callReconciled(e events.Event) error {
-	var p projector.CallReconciled
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.CallReconciled](e)
+	if err != nil {
 		return err
 	}
 	c := ix.src.byEffect[p.EffectID]
@@ -76,7 +76,7 @@ func (ix *indexer) callReconciled(e events.Event) error {
 
 // attemptFinished marks a verdict the resume acted on: the attempt it
 // concerns finished again after it.
-func (ix *indexer) attemptFinished(p projector.TaskFinished) {
+func (ix *indexer) attemptFinished(p vocab.TaskFinished) {
 	if a := ix.src.attempt(p.TaskID, p.Attempt); a.verdict != nil {
 		a.settled = true
 	}
@@ -84,7 +84,7 @@ func (ix *indexer) attemptFinished(p projector.TaskFinished) {
 
 // sourceVerdict is the verdict on the source's call of attempt n of
 // taskID, when one was given; nil otherwise.
-func (src *replaySource) sourceVerdict(taskID string, n int) *projector.CallReconciled {
+func (src *replaySource) sourceVerdict(taskID string, n int) *vocab.CallReconciled {
 	if a := src.attempts[callKey{task: taskID, attempt: n}]; a != nil {
 		return a.verdict
 	}
@@ -95,7 +95,7 @@ func (src *replaySource) sourceVerdict(taskID string, n int) *projector.CallReco
 // was scheduled, as its source continued it (see above): more says a new
 // attempt was made, whose outcome (and retry schedule) it returns; else
 // the task ends with out and fail.
-func (rn *run) follow(ctx context.Context, t spec.TaskSpec, n int, fail *Error) (out any, _ *Error, next *projector.TaskRetryScheduled, more bool) {
+func (rn *run) follow(ctx context.Context, t spec.TaskSpec, n int, fail *Error) (out any, _ *Error, next *vocab.TaskRetryScheduled, more bool) {
 	d, ok := rn.r.Dialer.(*ReplayDialer)
 	if !ok || fail.Code == ExitStorage {
 		return nil, fail, nil, false
@@ -130,7 +130,7 @@ func (rn *run) follow(ctx context.Context, t spec.TaskSpec, n int, fail *Error) 
 // replayVerdict records the source's verdict on the lane's latest call
 // (call.reconciled and its transition), as `effects reconcile` recorded
 // it on the source's call.
-func (rn *run) replayVerdict(v *projector.CallReconciled) error {
+func (rn *run) replayVerdict(v *vocab.CallReconciled) error {
 	c := rn.replayCall
 	if c == nil || c.m.State != fsm.Uncertain {
 		got := "no call"
@@ -146,7 +146,7 @@ func (rn *run) replayVerdict(v *projector.CallReconciled) error {
 	}
 	rec := *v
 	rec.EffectID = c.effectID
-	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallReconciled, Payload: rec})
+	rn.later(events.Record{Stream: c.stream(), Type: vocab.TypeCallReconciled, Payload: rec})
 	_, err := c.fire(trigger, v.Reason, false)
 	return err
 }

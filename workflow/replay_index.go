@@ -2,13 +2,12 @@ package workflow
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
@@ -21,10 +20,10 @@ type callKey struct {
 }
 
 type recSession struct {
-	opened  *projector.SessionOpened
+	opened  *vocab.SessionOpened
 	connect frameRefs // frames up to session.opened
 	list    frameRefs // frames after it (tools/list)
-	catalog *projector.SessionCatalog
+	catalog *vocab.SessionCatalog
 	failure *sessionFail // why initialize or tools/list failed; nil if unknown
 	// toolCallTasks: its initialize result advertised task-augmented
 	// tools/call (read from the recorded response frame).
@@ -43,7 +42,7 @@ type recSession struct {
 // relist is one recorded tools/list after notifications/tools/list_changed.
 type relist struct {
 	refs    frameRefs
-	catalog *projector.SessionCatalog
+	catalog *vocab.SessionCatalog
 }
 
 // sessionFail is a recorded failure to open a session or list its tools:
@@ -94,9 +93,9 @@ type recSend struct {
 	// refs are the frames of this send; they stay where they are.
 	refs frameRefs
 	// responses are its "in" response frames, which rebuild the result.
-	responses []projector.Frame
-	result    *projector.CallResult
-	callErr   *projector.CallError
+	responses []vocab.Frame
+	result    *vocab.CallResult
+	callErr   *vocab.CallError
 	trigger   string // the transition fired on callErr
 	// task is the MCP task that answered this send (replay_task_index.go);
 	// the send's outcome is then its CreateTaskResult.
@@ -110,20 +109,20 @@ type recSend struct {
 }
 
 type recCall struct {
-	prepared projector.CallPrepared
+	prepared vocab.CallPrepared
 	sends    []*recSend
 	next     int
 	// lastErr is the call.error recorded since the call's latest
 	// transition, whether or not it is a send's outcome: a failed
 	// reconnect records its error just before reconnect_failed.
-	lastErr *projector.CallError
+	lastErr *vocab.CallError
 }
 
 // replaySource is the index of a recorded run that a replay answers from.
 type replaySource struct {
 	db       *events.DB // the source run's log, where frames are read back
 	runID    string
-	created  projector.RunCreated
+	created  vocab.RunCreated
 	inputs   map[string]any
 	exitCode int
 	sessions map[string][]*recSession // remote → by generation-1
@@ -142,7 +141,7 @@ type replaySource struct {
 }
 
 func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replaySource, error) {
-	ix := &indexer{ctx: ctx, intact: map[string]bool{}, src: &replaySource{db: db, runID: runID, sessions: map[string][]*recSession{},
+	ix := &indexer{ctx: ctx, intact: map[string]bool{}, states: projector.Calls{}, src: &replaySource{db: db, runID: runID, sessions: map[string][]*recSession{},
 		calls: map[callKey]*recCall{}, byEffect: map[string]*recCall{}, gens: map[string]int{}, tasks: map[string]*recTask{}}}
 	if err := ix.requireIntact(runID); err != nil {
 		return nil, err
@@ -151,7 +150,7 @@ func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replay
 	// Scanned, not loaded: only the index (the frames to replay) stays in memory.
 	var stop error // why fn stopped the scan, returned as is
 	err := db.ScanPayloads(ctx, runID, func(e events.Event) error {
-		if !seen && e.Type != projector.TypeRunCreated {
+		if !seen && e.Type != vocab.TypeRunCreated {
 			stop = fmt.Errorf("%w %q", projector.ErrUnknownRun, runID)
 			return stop
 		}
@@ -224,40 +223,71 @@ type indexer struct {
 	// the next recorded failure (task.finished, a failed reconnect,
 	// run.finished) is theirs.
 	unsettled []*recSession
+	// states rebuilds each call's machine from the facts (checked moves).
+	states projector.Calls
 }
 
 // indexers maps an event type to the indexer method that reads it; frame
-// events (projector.FramePrefix + kind) go to frame. Other types carry
+// events (vocab.FramePrefix + kind) go to frame. Other types carry
 // nothing a replay answers from.
 var indexers = map[string]func(*indexer, events.Event) error{
-	projector.TypeRunCreated:     (*indexer).runCreated,
-	projector.TypeRunFinished:    (*indexer).runFinished,
-	projector.TypeTaskFinished:   (*indexer).taskFinished,
-	projector.TypeReplayFrames:   (*indexer).replayFrames,
-	projector.TypeSessionOpened:  (*indexer).sessionOpened,
-	projector.TypeSessionCatalog: (*indexer).sessionCatalog,
-	projector.TypeCallPrepared:   (*indexer).callPrepared,
-	projector.TypeCallTransition: (*indexer).callTransition,
-	projector.TypeCallResult:     (*indexer).callResult,
-	projector.TypeCallError:      (*indexer).callError,
-	projector.TypeRunResumed:     (*indexer).runResumed,
-	projector.TypeTaskStarted:    (*indexer).taskStarted,
-	projector.TypeCallReconciled: (*indexer).callReconciled,
+	vocab.TypeRunCreated:     (*indexer).runCreated,
+	vocab.TypeRunFinished:    (*indexer).runFinished,
+	vocab.TypeTaskFinished:   (*indexer).taskFinished,
+	vocab.TypeReplayFrames:   (*indexer).replayFrames,
+	vocab.TypeSessionOpened:  (*indexer).sessionOpened,
+	vocab.TypeSessionCatalog: (*indexer).sessionCatalog,
+	vocab.TypeCallPrepared:   (*indexer).callPrepared,
+	vocab.TypeCallTransition: (*indexer).callTransition,
+	vocab.TypeCallResult:     (*indexer).callResult,
+	vocab.TypeCallError:      (*indexer).callError,
+	vocab.TypeRunResumed:     (*indexer).runResumed,
+	vocab.TypeTaskStarted:    (*indexer).taskStarted,
+	vocab.TypeCallReconciled: (*indexer).callReconciled,
 
-	projector.TypeCallTaskAccepted: (*indexer).callTaskAccepted,
-	projector.TypeCallTaskStatus:   (*indexer).callTaskStatus,
-	projector.TypeCallTaskCancel:   (*indexer).callTaskCancel,
+	vocab.TypeCallTaskAccepted: (*indexer).callTaskAccepted,
+	vocab.TypeCallTaskStatus:   (*indexer).callTaskStatus,
+	vocab.TypeCallTaskCancel:   (*indexer).callTaskCancel,
 }
 
 // index reads one event.
+// A move to dispatched or redispatched rides on the request it lets go out
+// (or a replay's replay.frames): it is read before the fact. Any other
+// move rides on the fact that caused it (a response, call.error, ...):
+// read after it.
 func (ix *indexer) index(e events.Event) error {
-	if h := indexers[e.Type]; h != nil {
-		return h(ix, e)
+	t, moved, err := vocab.EventMove(e)
+	if err != nil {
+		return err
 	}
-	if strings.HasPrefix(e.Type, projector.FramePrefix) {
-		return ix.frame(e)
+	forward := moved && e.Type != vocab.TypeCallTransition && (t.To == string(fsm.Dispatched) || t.To == string(fsm.Redispatched))
+	if moved && forward {
+		if err := ix.factMove(e, t); err != nil {
+			return err
+		}
+	}
+	if h := indexers[e.Type]; h != nil {
+		if err := h(ix, e); err != nil {
+			return err
+		}
+	} else if vocab.IsFrame(e.Type) {
+		if err := ix.frame(e); err != nil {
+			return err
+		}
+	}
+	if moved && !forward && e.Type != vocab.TypeCallTransition {
+		return ix.factMove(e, t)
 	}
 	return nil
+}
+
+// factMove folds the move t that e carries as a call.transition.
+func (ix *indexer) factMove(e events.Event, t vocab.CallTransition) error {
+	t, err := ix.states.Move(e, t)
+	if err != nil {
+		return err
+	}
+	return ix.callMove(t)
 }
 
 // fail gives f to every unsettled session that has no failure yet.
@@ -294,22 +324,18 @@ func (ix *indexer) sessionFrames(remote string, gen int) *frameRefs {
 
 func (ix *indexer) runCreated(e events.Event) error {
 	src := ix.src
-	payload, err := e.Plaintext() // the inputs are sealed in an encrypted log
+	created, err := vocab.DecodeNumbers[vocab.RunCreated](e) // inputs keep their numbers exactly as recorded
 	if err != nil {
-		return err
-	}
-	dec := json.NewDecoder(strings.NewReader(payload))
-	dec.UseNumber() // inputs keep their numbers exactly as recorded
-	if err := dec.Decode(&src.created); err != nil {
 		return fmt.Errorf("decode run.created: %w", err)
 	}
+	src.created = created
 	src.inputs = src.created.Inputs
 	return nil
 }
 
 func (ix *indexer) runFinished(e events.Event) error {
-	var p projector.RunFinished
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.RunFinished](e)
+	if err != nil {
 		return err
 	}
 	ix.finished, ix.src.exitCode = true, p.ExitCode
@@ -318,8 +344,8 @@ func (ix *indexer) runFinished(e events.Event) error {
 }
 
 func (ix *indexer) taskFinished(e events.Event) error {
-	var p projector.TaskFinished
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.TaskFinished](e)
+	if err != nil {
 		return err
 	}
 	ix.fail(sessionFail{msg: p.Error, kind: transport.Kind(p.ErrorKind)})
@@ -331,7 +357,7 @@ func (ix *indexer) taskFinished(e events.Event) error {
 // unless it is a response, which rebuilds the call's result.
 func (ix *indexer) frame(e events.Event) error {
 	src := ix.src
-	f, err := projector.DecodeFrameHeader(e)
+	f, err := vocab.DecodeFrameHeader(e)
 	if err != nil {
 		return err
 	}
@@ -349,7 +375,7 @@ func (ix *indexer) frame(e events.Event) error {
 		return ix.taskFrame(s.task, e, f)
 	}
 	if f.Dir == "in" && f.Kind == "response" {
-		if f, err = projector.DecodeFrame(e); err != nil {
+		if f, err = vocab.DecodeFrame(e); err != nil {
 			return err
 		}
 		s.responses = append(s.responses, f)
@@ -361,8 +387,8 @@ func (ix *indexer) frame(e events.Event) error {
 // a replay, and its frames are in the run the reference names.
 func (ix *indexer) replayFrames(e events.Event) error {
 	src := ix.src
-	var r projector.ReplayFrames
-	if err := e.Decode(&r); err != nil {
+	r, err := vocab.Decode[vocab.ReplayFrames](e)
+	if err != nil {
 		return err
 	}
 	if err := ix.requireIntact(r.SourceRunID); err != nil {
@@ -372,7 +398,7 @@ func (ix *indexer) replayFrames(e events.Event) error {
 		if s := src.session(r.Remote, r.Generation); s.opened == nil {
 			for _, sp := range r.Spans {
 				err := src.db.ScanRange(ix.ctx, r.SourceRunID, sp[0], sp[1], func(fe events.Event) error {
-					h, err := projector.DecodeFrameHeader(fe)
+					h, err := vocab.DecodeFrameHeader(fe)
 					if err != nil {
 						return err
 					}
@@ -395,11 +421,11 @@ func (ix *indexer) replayFrames(e events.Event) error {
 	}
 	for _, sp := range r.Spans {
 		err := src.db.ScanRange(ix.ctx, r.SourceRunID, sp[0], sp[1], func(fe events.Event) error {
-			h, err := projector.DecodeFrameHeader(fe)
+			h, err := vocab.DecodeFrameHeader(fe)
 			if err != nil || h.Dir != "in" || h.Kind != "response" {
 				return err
 			}
-			f, err := projector.DecodeFrame(fe)
+			f, err := vocab.DecodeFrame(fe)
 			if err == nil {
 				s.responses = append(s.responses, f)
 			}
@@ -429,8 +455,8 @@ func (ix *indexer) requireIntact(runID string) error {
 }
 
 func (ix *indexer) sessionOpened(e events.Event) error {
-	var p projector.SessionOpened
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.SessionOpened](e)
+	if err != nil {
 		return err
 	}
 	s := ix.src.session(p.Remote, p.Generation)
@@ -443,8 +469,8 @@ func (ix *indexer) sessionOpened(e events.Event) error {
 }
 
 func (ix *indexer) sessionCatalog(e events.Event) error {
-	var p projector.SessionCatalog
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.SessionCatalog](e)
+	if err != nil {
 		return err
 	}
 	s := ix.src.session(p.Remote, p.Generation)
@@ -468,21 +494,30 @@ func (ix *indexer) sessionCatalog(e events.Event) error {
 }
 
 func (ix *indexer) callPrepared(e events.Event) error {
-	var p projector.CallPrepared
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.CallPrepared](e)
+	if err != nil {
 		return err
 	}
 	c := &recCall{prepared: p}
+	ix.states.Prepared(p)
 	ix.src.calls[callKey{p.TaskID, p.Attempt, p.Ordinal}] = c
 	ix.src.byEffect[p.EffectID] = c
 	return nil
 }
 
 func (ix *indexer) callTransition(e events.Event) error {
-	var p projector.CallTransition
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.CallTransition](e)
+	if err != nil {
 		return err
 	}
+	if p, err = ix.states.Move(e, p); err != nil {
+		return err
+	}
+	return ix.callMove(p)
+}
+
+// callMove reads one transition of a recorded call.
+func (ix *indexer) callMove(p vocab.CallTransition) error {
 	c := ix.src.byEffect[p.EffectID]
 	if c == nil {
 		return fmt.Errorf("transition of unknown call %s", p.EffectID)
@@ -496,7 +531,7 @@ func (ix *indexer) callTransition(e events.Event) error {
 		if p.Trigger == string(fsm.FailPossiblyExecuted) {
 			kind = "interrupted"
 		}
-		c.sends[n-1].callErr = &projector.CallError{EffectID: p.EffectID, Kind: kind, Message: p.Reason}
+		c.sends[n-1].callErr = &vocab.CallError{EffectID: p.EffectID, Kind: kind, Message: p.Reason}
 	}
 	if n := len(c.sends); n > 0 && c.sends[n-1].callErr != nil && c.sends[n-1].trigger == "" {
 		c.sends[n-1].trigger = p.Trigger
@@ -524,8 +559,8 @@ func (ix *indexer) callTransition(e events.Event) error {
 }
 
 func (ix *indexer) callResult(e events.Event) error {
-	var p projector.CallResult
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.CallResult](e)
+	if err != nil {
 		return err
 	}
 	if t := ix.src.taskOf(p.EffectID); t != nil {
@@ -539,8 +574,8 @@ func (ix *indexer) callResult(e events.Event) error {
 }
 
 func (ix *indexer) callError(e events.Event) error {
-	var p projector.CallError
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.CallError](e)
+	if err != nil {
 		return err
 	}
 	if c := ix.src.byEffect[p.EffectID]; c != nil {

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/internal/canonjson"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 )
 
@@ -68,7 +68,7 @@ func (s *recSend) failure() error {
 }
 
 // errorData is the data member of the last JSON-RPC error response.
-func errorData(responses []projector.Frame) json.RawMessage {
+func errorData(responses []vocab.Frame) json.RawMessage {
 	for i := len(responses) - 1; i >= 0; i-- {
 		var m struct {
 			Error *struct {
@@ -136,7 +136,7 @@ func (src *replaySource) emitRefs(ctx context.Context, sink transport.Sink, r fr
 		}
 		r.lastHash = h
 	}
-	body, err := json.Marshal(projector.ReplayFrames{SourceRunID: r.run, Spans: r.spans, Count: r.count, LastHash: r.lastHash})
+	body, err := json.Marshal(vocab.ReplayFrames{SourceRunID: r.run, Spans: r.spans, Count: r.count, LastHash: r.lastHash})
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func (s *replaySession) ListTools(ctx context.Context, sink transport.Sink) (*tr
 }
 
 // catalogOf rebuilds a recorded catalog.
-func catalogOf(rec *projector.SessionCatalog) *transport.Catalog {
+func catalogOf(rec *vocab.SessionCatalog) *transport.Catalog {
 	cat := &transport.Catalog{Warnings: rec.Warnings}
 	for _, t := range rec.Tools {
 		// The recorded digest (on the schemas as received) is the source's,
@@ -286,7 +286,7 @@ func (s *recSend) callResult() (*transport.CallResult, error) {
 
 // resultFrom rebuilds a tools/call (or tasks/result) result from the last
 // recorded response frame that carries one; rec is its call.result.
-func resultFrom(responses []projector.Frame, rec *projector.CallResult) (*transport.CallResult, error) {
+func resultFrom(responses []vocab.Frame, rec *vocab.CallResult) (*transport.CallResult, error) {
 	for i := len(responses) - 1; i >= 0; i-- {
 		f := responses[i]
 		if f.Dir != "in" || f.Kind != "response" {

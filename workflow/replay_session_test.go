@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -41,7 +41,7 @@ func TestReplay_SessionFailureKind(t *testing.T) {
 	srv.Inject(mcptest.Fault{RPCMethod: "initialize", Status: http.StatusForbidden})
 	db := openDB(t)
 	src := runAct(t, db, srv, "idempotent", nil)
-	srcFin := payloadsOf[projector.TaskFinished](t, db, src.RunID, projector.TypeTaskFinished)
+	srcFin := payloadsOf[vocab.TaskFinished](t, db, src.RunID, vocab.TypeTaskFinished)
 	if len(srcFin) != 1 || srcFin[0].ErrorKind != "http_status" || srcFin[0].Error == "" {
 		t.Fatalf("source task.finished = %+v; want one, errorKind http_status", srcFin)
 	}
@@ -49,7 +49,7 @@ func TestReplay_SessionFailureKind(t *testing.T) {
 	if exitCode(rep) != exitCode(src) || rep.State != src.State {
 		t.Fatalf("replay ended %s exit %d; source %s exit %d", rep.State, exitCode(rep), src.State, exitCode(src))
 	}
-	repFin := payloadsOf[projector.TaskFinished](t, db, rep.RunID, projector.TypeTaskFinished)
+	repFin := payloadsOf[vocab.TaskFinished](t, db, rep.RunID, vocab.TypeTaskFinished)
 	if len(repFin) != 1 || repFin[0].Error != srcFin[0].Error || repFin[0].ErrorKind != srcFin[0].ErrorKind || repFin[0].State != srcFin[0].State {
 		t.Fatalf("replay task.finished = %+v; source %+v", repFin, srcFin)
 	}
@@ -68,7 +68,7 @@ func TestReplay_ReconnectFailureKind(t *testing.T) {
 	if exitCode(src) != workflow.ExitUncertain {
 		t.Fatalf("source ended %s exit %d (%v); want uncertain", src.State, exitCode(src), src.Err)
 	}
-	srcErrs := payloadsOf[projector.CallError](t, db, src.RunID, projector.TypeCallError)
+	srcErrs := payloadsOf[vocab.CallError](t, db, src.RunID, vocab.TypeCallError)
 	if len(srcErrs) != 2 || srcErrs[1].Kind != "http_status" || srcErrs[1].Status != http.StatusForbidden {
 		t.Fatalf("source call.error = %+v; want the 404, then the reconnect's 403 (http_status)", srcErrs)
 	}
@@ -76,19 +76,19 @@ func TestReplay_ReconnectFailureKind(t *testing.T) {
 	if exitCode(rep) != exitCode(src) || rep.State != src.State {
 		t.Fatalf("replay ended %s exit %d; source %s exit %d", rep.State, exitCode(rep), src.State, exitCode(src))
 	}
-	repErrs := payloadsOf[projector.CallError](t, db, rep.RunID, projector.TypeCallError)
+	repErrs := payloadsOf[vocab.CallError](t, db, rep.RunID, vocab.TypeCallError)
 	if len(repErrs) != len(srcErrs) {
 		t.Fatalf("replay call.error = %+v; source %+v", repErrs, srcErrs)
 	}
 	for i := range srcErrs {
 		s, r := srcErrs[i], repErrs[i]
 		s.EffectID, r.EffectID = "", "" // the replay's calls have their own ids
+		s.Move, r.Move = nil, nil       // compared with the transitions below
 		if s != r {
 			t.Fatalf("call.error %d: replay %+v; source %+v", i, r, s)
 		}
 	}
-	srcTr := payloadsOf[projector.CallTransition](t, db, src.RunID, projector.TypeCallTransition)
-	repTr := payloadsOf[projector.CallTransition](t, db, rep.RunID, projector.TypeCallTransition)
+	srcTr, repTr := runMoves(t, db, src.RunID), runMoves(t, db, rep.RunID)
 	if len(repTr) != len(srcTr) {
 		t.Fatalf("replay transitions = %+v; source %+v", repTr, srcTr)
 	}
@@ -96,7 +96,7 @@ func TestReplay_ReconnectFailureKind(t *testing.T) {
 		s, r := srcTr[i], repTr[i]
 		s.EffectID, r.EffectID = "", ""
 		if s != r {
-			t.Fatalf("call.transition %d: replay %+v; source %+v", i, r, s)
+			t.Fatalf("transition %d: replay %+v; source %+v", i, r, s)
 		}
 	}
 }

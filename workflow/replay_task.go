@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 )
 
@@ -252,7 +252,7 @@ func replayedCtxEnd(err error) (ended, cancelled bool) {
 }
 
 // rpcErrorCode is the code of the JSON-RPC error in a recorded response.
-func rpcErrorCode(responses []projector.Frame) (int, bool) {
+func rpcErrorCode(responses []vocab.Frame) (int, bool) {
 	for i := len(responses) - 1; i >= 0; i-- {
 		var m struct {
 			Error *struct {
@@ -270,11 +270,11 @@ func rpcErrorCode(responses []projector.Frame) (int, bool) {
 // reference to recorded frames (body), placed like the frames it stands
 // for (base): a poll holds it with its own frames until it knows whether
 // the poll is recorded or folded.
-func replayedRecord(stream string, base projector.Frame, body []byte) (events.Record, error) {
-	var r projector.ReplayFrames
+func replayedRecord(stream string, base vocab.Frame, body []byte) (events.Record, error) {
+	var r vocab.ReplayFrames
 	if err := json.Unmarshal(body, &r); err != nil {
 		return events.Record{}, fmt.Errorf("replay: reference to recorded frames: %w", err)
 	}
 	r.Remote, r.Generation, r.TaskID, r.Attempt, r.EffectID = base.Remote, base.Generation, base.TaskID, base.Attempt, base.EffectID
-	return events.Record{Stream: stream, Type: projector.TypeReplayFrames, Payload: r}, nil
+	return events.Record{Stream: stream, Type: vocab.TypeReplayFrames, Payload: r}, nil
 }

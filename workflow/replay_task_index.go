@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 )
 
@@ -21,13 +21,13 @@ import (
 
 // recTask is the recorded MCP task of one send.
 type recTask struct {
-	accepted projector.CallTaskAccepted
+	accepted vocab.CallTaskAccepted
 	steps    []*taskStep
 	// next is the first step a replay has not answered yet; polls counts
 	// the tasks/get it has answered, folded ones included.
 	next, polls int
 	// pendingErr is a call.error waiting for the transition that follows.
-	pendingErr *projector.CallError
+	pendingErr *vocab.CallError
 	// early are frames of the task recorded before any request about it
 	// (a stdio server's notifications/tasks/status that arrived between
 	// two exchanges is recorded ahead of the next request): they ride
@@ -39,17 +39,17 @@ type recTask struct {
 type taskStep struct {
 	method    string // tasks/get, tasks/result or tasks/cancel
 	refs      frameRefs
-	responses []projector.Frame
+	responses []vocab.Frame
 	// status is the change this poll recorded (nil: the poll found the
 	// status unchanged, or it was not a poll).
-	status  *projector.CallTaskStatus
-	result  *projector.CallResult
-	callErr *projector.CallError
+	status  *vocab.CallTaskStatus
+	result  *vocab.CallResult
+	callErr *vocab.CallError
 	trigger string // the transition fired on callErr
 	// cancelCause: a poll ended by the source's cancel or deadline
 	// (trigger cancel), the cause of the tasks/cancel that followed.
 	cancelCause string
-	cancel      *projector.CallTaskCancel
+	cancel      *vocab.CallTaskCancel
 	// interrupted: the process ended before its outcome was committed
 	// (run.resumed followed). Resume asked again; a replay, which is not
 	// interrupted, skips it and answers from the request that followed.
@@ -78,7 +78,7 @@ func (t *recTask) last() *taskStep {
 
 // stepFor returns the step a frame of method belongs to: a request out
 // opens a new one, anything else continues the latest.
-func (t *recTask) stepFor(f projector.Frame) (*taskStep, error) {
+func (t *recTask) stepFor(f vocab.Frame) (*taskStep, error) {
 	if f.Dir == "out" && f.Kind == "request" {
 		s := &taskStep{method: f.Method, refs: t.early}
 		t.early = frameRefs{}
@@ -92,7 +92,7 @@ func (t *recTask) stepFor(f projector.Frame) (*taskStep, error) {
 }
 
 // taskFrame files a frame of an accepted task under its step.
-func (ix *indexer) taskFrame(t *recTask, e events.Event, h projector.Frame) error {
+func (ix *indexer) taskFrame(t *recTask, e events.Event, h vocab.Frame) error {
 	if t.last() == nil && h.Dir != "out" && h.Kind == "notification" {
 		return t.early.add(ix.src.runID, e.Seq)
 	}
@@ -101,7 +101,7 @@ func (ix *indexer) taskFrame(t *recTask, e events.Event, h projector.Frame) erro
 		return err
 	}
 	if h.Dir == "in" && h.Kind == "response" {
-		f, err := projector.DecodeFrame(e)
+		f, err := vocab.DecodeFrame(e)
 		if err != nil {
 			return err
 		}
@@ -113,11 +113,11 @@ func (ix *indexer) taskFrame(t *recTask, e events.Event, h projector.Frame) erro
 // taskRefs files a replay's reference to one step's frames (a replay
 // references each step's frames as one group): the step is the one whose
 // request the group holds.
-func (ix *indexer) taskRefs(t *recTask, r projector.ReplayFrames) error {
+func (ix *indexer) taskRefs(t *recTask, r vocab.ReplayFrames) error {
 	var s *taskStep
 	for _, sp := range r.Spans {
 		err := ix.src.db.ScanRange(ix.ctx, r.SourceRunID, sp[0], sp[1], func(fe events.Event) error {
-			h, err := projector.DecodeFrameHeader(fe)
+			h, err := vocab.DecodeFrameHeader(fe)
 			if err != nil {
 				return err
 			}
@@ -130,7 +130,7 @@ func (ix *indexer) taskRefs(t *recTask, r projector.ReplayFrames) error {
 				}
 			}
 			if h.Dir == "in" && h.Kind == "response" {
-				f, err := projector.DecodeFrame(fe)
+				f, err := vocab.DecodeFrame(fe)
 				if err != nil {
 					return err
 				}
@@ -149,8 +149,8 @@ func (ix *indexer) taskRefs(t *recTask, r projector.ReplayFrames) error {
 }
 
 func (ix *indexer) callTaskAccepted(e events.Event) error {
-	var p projector.CallTaskAccepted
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.CallTaskAccepted](e)
+	if err != nil {
 		return err
 	}
 	s := ix.src.lastSend(p.EffectID)
@@ -163,8 +163,8 @@ func (ix *indexer) callTaskAccepted(e events.Event) error {
 }
 
 func (ix *indexer) callTaskStatus(e events.Event) error {
-	var p projector.CallTaskStatus
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.CallTaskStatus](e)
+	if err != nil {
 		return err
 	}
 	t := ix.src.taskOf(p.EffectID)
@@ -183,8 +183,8 @@ func (ix *indexer) callTaskStatus(e events.Event) error {
 }
 
 func (ix *indexer) callTaskCancel(e events.Event) error {
-	var p projector.CallTaskCancel
-	if err := e.Decode(&p); err != nil {
+	p, err := vocab.Decode[vocab.CallTaskCancel](e)
+	if err != nil {
 		return err
 	}
 	t := ix.src.taskOf(p.EffectID)
@@ -209,7 +209,7 @@ func (ix *indexer) callTaskCancel(e events.Event) error {
 }
 
 // taskResult files call.result under the tasks/result that produced it.
-func (t *recTask) taskResult(p *projector.CallResult) {
+func (t *recTask) taskResult(p *vocab.CallResult) {
 	if s := t.last(); s != nil && s.method == "tasks/result" && !s.settled() {
 		s.result = p
 	}
@@ -217,7 +217,7 @@ func (t *recTask) taskResult(p *projector.CallResult) {
 
 // taskError holds call.error until the transition that follows it says
 // whose it is (taskTransition).
-func (t *recTask) taskError(p *projector.CallError) { t.pendingErr = p }
+func (t *recTask) taskError(p *vocab.CallError) { t.pendingErr = p }
 
 // taskTransition files the call.error just before a transition: the
 // outcome of an unsettled tasks/result, else, when trigger is one that a
@@ -260,12 +260,12 @@ func (s *taskStep) answer() *transport.Task {
 
 // initializeResult reads, from the response frame (initialize) of a session
 // not yet opened, whether the server advertised task-augmented tools/call.
-func (ix *indexer) initializeResult(h projector.Frame, e events.Event) error {
+func (ix *indexer) initializeResult(h vocab.Frame, e events.Event) error {
 	s := ix.src.session(h.Remote, h.Generation)
 	if s.opened != nil || h.Dir != "in" || h.Kind != "response" {
 		return nil
 	}
-	f, err := projector.DecodeFrame(e)
+	f, err := vocab.DecodeFrame(e)
 	if err != nil {
 		return err
 	}

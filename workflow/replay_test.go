@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
@@ -295,8 +296,8 @@ func TestReplay_DivergenceNamesTaskAndField(t *testing.T) {
 func TestReplay_RefusesUnfinishedAndUnknownRuns(t *testing.T) {
 	db := openDB(t)
 	ctx := context.Background()
-	created := projector.RunCreated{RunID: "run-open", Workflow: "w", Digest: "sha256:0", Source: "x", Mode: "run"}
-	if _, err := db.Append(ctx, "run-open", []events.Record{{Stream: "run", Type: projector.TypeRunCreated, Payload: created}}, projector.Apply); err != nil {
+	created := vocab.RunCreated{RunID: "run-open", Workflow: "w", Digest: "sha256:0", Source: "x", Mode: "run"}
+	if _, err := db.Append(ctx, "run-open", []events.Record{{Stream: "run", Type: vocab.TypeRunCreated, Payload: created}}, projector.Apply); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := workflow.PrepareReplay(ctx, db, "run-open"); !errors.Is(err, workflow.ErrRunNotFinished) || !strings.Contains(err.Error(), "run-open") {

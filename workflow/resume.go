@@ -8,8 +8,8 @@ import (
 	"os"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
 
@@ -124,8 +124,8 @@ func (r *Runner) ResumeWith(ctx context.Context, runID string, opts ResumeOption
 	if opts.RetryFailed {
 		command = "resume --retry-failed"
 	}
-	resumed := projector.RunResumed{FromSeq: l.lastSeq, PreviousState: previous, Command: command}
-	if err := rn.appendAfter(l.lastSeq, events.Record{Stream: "run", Type: projector.TypeRunResumed, Payload: resumed}); err != nil {
+	resumed := vocab.RunResumed{FromSeq: l.lastSeq, PreviousState: previous, Command: command}
+	if err := rn.appendAfter(l.lastSeq, events.Record{Stream: "run", Type: vocab.TypeRunResumed, Payload: resumed}); err != nil {
 		if errors.Is(err, events.ErrConflict) {
 			return refuse("run %s changed while it was being read (is another resume running?): %w", runID, err)
 		}
@@ -215,7 +215,7 @@ func (rn *run) runTask(ctx context.Context, t spec.TaskSpec) (any, *Error) {
 
 // decideTask is the first step of runTask: a new attempt, the interrupted
 // one, or what the log says of the task.
-func (rn *run) decideTask(ctx context.Context, t spec.TaskSpec) (any, *Error, *projector.TaskRetryScheduled) {
+func (rn *run) decideTask(ctx context.Context, t spec.TaskSpec) (any, *Error, *vocab.TaskRetryScheduled) {
 	var a *loggedAttempt
 	if rn.log != nil {
 		a = rn.log.last(t.ID)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
@@ -16,37 +17,38 @@ import (
 type runLog struct {
 	runID    string
 	lastSeq  int64
-	created  projector.RunCreated
-	finished *projector.RunFinished // the last run.finished not followed by run.resumed
+	created  vocab.RunCreated
+	finished *vocab.RunFinished // the last run.finished not followed by run.resumed
 	attempts map[string][]*loggedAttempt
 	calls    map[string]*loggedCall
-	gens     map[string]int                               // highest generation per remote
-	protos   map[string]string                            // remote → protocol version of its first session
-	catalogs map[string]map[int]*projector.SessionCatalog // remote → generation → tools/list
+	gens     map[string]int                           // highest generation per remote
+	protos   map[string]string                        // remote → protocol version of its first session
+	catalogs map[string]map[int]*vocab.SessionCatalog // remote → generation → tools/list
 	// retryFailed: this resume gives failed tasks a new attempt.
 	retryFailed bool
+	states      projector.Calls // each call's machine, as its facts rebuild it
 }
 
 // loggedAttempt is one task attempt as recorded.
 type loggedAttempt struct {
-	started  projector.TaskStarted
-	finished *projector.TaskFinished // the last task.finished of the attempt
+	started  vocab.TaskStarted
+	finished *vocab.TaskFinished // the last task.finished of the attempt
 	call     *loggedCall
 	// retry is the next attempt's schedule, recorded with this attempt's failure.
-	retry *projector.TaskRetryScheduled
+	retry *vocab.TaskRetryScheduled
 }
 
 // loggedCall is one call as recorded: its identity and arguments, its
 // transitions (from which the machine is rebuilt), and its outcome.
 type loggedCall struct {
-	prep        projector.CallPrepared
+	prep        vocab.CallPrepared
 	transitions []fsm.Transition
-	gen         int                   // generation of the last transition (or of prepared)
-	result      *projector.CallResult // last call.result after the last send
+	gen         int               // generation of the last transition (or of prepared)
+	result      *vocab.CallResult // last call.result after the last send
 	// possiblyExecuted is the HTTP status of a 5xx answer to the last send
 	// (0 = none): the request may have run, so it is never sent again.
 	possiblyExecuted int
-	reconciled       *projector.CallReconciled
+	reconciled       *vocab.CallReconciled
 	m                fsm.Call
 	task             *loggedTask // the MCP task the call was made as (resume_task.go)
 }
@@ -55,7 +57,7 @@ type loggedCall struct {
 // wraps events.ErrNoRun.
 func loadRunLog(ctx context.Context, db *events.DB, runID string) (*runLog, error) {
 	l := &runLog{runID: runID, attempts: map[string][]*loggedAttempt{}, calls: map[string]*loggedCall{},
-		gens: map[string]int{}, protos: map[string]string{}, catalogs: map[string]map[int]*projector.SessionCatalog{}}
+		gens: map[string]int{}, protos: map[string]string{}, catalogs: map[string]map[int]*vocab.SessionCatalog{}, states: projector.Calls{}}
 	err := db.Scan(ctx, runID, 0, func(e events.Event) error {
 		l.lastSeq = e.Seq
 		return l.fold(e)
@@ -78,103 +80,151 @@ func loadRunLog(ctx context.Context, db *events.DB, runID string) (*runLog, erro
 
 func (l *runLog) fold(e events.Event) error {
 	switch e.Type {
-	case projector.TypeRunCreated:
-		return e.Decode(&l.created)
-	case projector.TypeRunFinished:
-		var p projector.RunFinished
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeRunCreated:
+		created, err := vocab.Decode[vocab.RunCreated](e)
+		l.created = created
+		return err
+	case vocab.TypeRunFinished:
+		p, err := vocab.Decode[vocab.RunFinished](e)
+		if err != nil {
 			return err
 		}
 		l.finished = &p
-	case projector.TypeRunResumed:
+	case vocab.TypeRunResumed:
 		l.finished = nil
-	case projector.TypeTaskStarted:
-		var p projector.TaskStarted
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeTaskStarted:
+		p, err := vocab.Decode[vocab.TaskStarted](e)
+		if err != nil {
 			return err
 		}
 		l.attempts[p.TaskID] = append(l.attempts[p.TaskID], &loggedAttempt{started: p})
-	case projector.TypeTaskFinished:
-		var p projector.TaskFinished
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeTaskFinished:
+		p, err := vocab.Decode[vocab.TaskFinished](e)
+		if err != nil {
 			return err
 		}
 		if a := l.attempt(p.TaskID, p.Attempt); a != nil {
 			a.finished = &p
 		}
-	case projector.TypeTaskRetry:
-		var p projector.TaskRetryScheduled
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeTaskRetry:
+		p, err := vocab.Decode[vocab.TaskRetryScheduled](e)
+		if err != nil {
 			return err
 		}
 		if a := l.attempt(p.TaskID, p.Attempt-1); a != nil {
 			a.retry = &p
 		}
-	case projector.TypeSessionOpened:
-		var p projector.SessionOpened
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeSessionOpened:
+		p, err := vocab.Decode[vocab.SessionOpened](e)
+		if err != nil {
 			return err
 		}
 		l.gens[p.Remote] = max(l.gens[p.Remote], p.Generation)
 		if l.protos[p.Remote] == "" && p.ProtocolVersion != "" {
 			l.protos[p.Remote] = p.ProtocolVersion
 		}
-	case projector.TypeSessionCatalog:
-		var p projector.SessionCatalog
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeSessionCatalog:
+		p, err := vocab.Decode[vocab.SessionCatalog](e)
+		if err != nil {
 			return err
 		}
 		if l.catalogs[p.Remote] == nil {
-			l.catalogs[p.Remote] = map[int]*projector.SessionCatalog{}
+			l.catalogs[p.Remote] = map[int]*vocab.SessionCatalog{}
 		}
 		l.catalogs[p.Remote][p.Generation] = &p
-	case projector.TypeCallPrepared:
-		var p projector.CallPrepared
-		if err := e.Decode(&p); err != nil {
+	default:
+		return l.foldCall(e)
+	}
+	return nil
+}
+
+// foldCall folds the call events (and the moves frames carry).
+func (l *runLog) foldCall(e events.Event) error {
+	switch e.Type {
+	case vocab.TypeCallPrepared:
+		p, err := vocab.Decode[vocab.CallPrepared](e)
+		if err != nil {
 			return err
 		}
 		c := &loggedCall{prep: p, gen: p.Generation}
 		l.calls[p.EffectID] = c
+		l.states.Prepared(p)
 		if a := l.attempt(p.TaskID, p.Attempt); a != nil {
 			a.call = c
 		}
-	case projector.TypeCallTransition:
-		var p projector.CallTransition
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeCallTransition:
+		p, err := vocab.Decode[vocab.CallTransition](e)
+		if err != nil {
 			return err
 		}
-		if c := l.calls[p.EffectID]; c != nil {
-			c.transitions = append(c.transitions, fsm.Transition{From: fsm.State(p.From), To: fsm.State(p.To), Trigger: fsm.Trigger(p.Trigger), Reason: p.Reason})
-			c.gen = p.Generation
-			if p.To == string(fsm.Dispatched) || p.To == string(fsm.Redispatched) {
-				c.result, c.possiblyExecuted = nil, 0 // an outcome belongs to the latest send
-			}
-		}
-	case projector.FramePrefix + "http_error":
-		var f projector.Frame
-		if err := e.Decode(&f); err != nil {
+		return l.move(e, p)
+	case vocab.FramePrefix + "http_error":
+		f, err := vocab.Decode[vocab.Frame](e)
+		if err != nil {
 			return err
 		}
 		if c := l.calls[f.EffectID]; c != nil && f.Method == "tools/call" && f.HTTPStatus >= 500 {
 			c.possiblyExecuted = f.HTTPStatus
 		}
-	case projector.TypeCallResult:
-		var p projector.CallResult
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeCallResult:
+		p, err := vocab.Decode[vocab.CallResult](e)
+		if err != nil {
 			return err
 		}
 		if c := l.calls[p.EffectID]; c != nil {
 			c.result = &p
 		}
-	case projector.TypeCallTaskAccepted, projector.TypeCallTaskStatus:
+		return l.move(e, p)
+	case vocab.TypeCallTaskAccepted, vocab.TypeCallTaskStatus:
 		return l.foldTask(e)
-	case projector.TypeCallReconciled:
-		var p projector.CallReconciled
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeCallReconciled:
+		p, err := vocab.Decode[vocab.CallReconciled](e)
+		if err != nil {
 			return err
 		}
 		if c := l.calls[p.EffectID]; c != nil {
 			c.reconciled = &p
+		}
+		return l.move(e, p)
+	case vocab.TypeCallError, vocab.TypeCallTaskCancel, vocab.TypeReplayFrames:
+		p, err := vocab.Payload(e)
+		if err != nil {
+			return err
+		}
+		return l.move(e, p)
+	default:
+		if vocab.IsFrame(e.Type) {
+			return l.frameMove(e)
+		}
+	}
+	return nil
+}
+
+// frameMove folds the move a request frame carries.
+func (l *runLog) frameMove(e events.Event) error {
+	m, err := vocab.FrameMove(e)
+	if err != nil || m == nil {
+		return err
+	}
+	f, err := vocab.DecodeFrameHeader(e)
+	if err != nil {
+		return err
+	}
+	return l.move(e, f)
+}
+
+// move folds the call transition the decoded payload p of e records (a
+// fact's move, or a call.transition), checked against the machine.
+func (l *runLog) move(e events.Event, p any) error {
+	t, ok, err := l.states.Fact(e, p)
+	if !ok || err != nil {
+		return err
+	}
+	if c := l.calls[t.EffectID]; c != nil {
+		c.transitions = append(c.transitions, fsm.Transition{From: fsm.State(t.From), To: fsm.State(t.To), Trigger: fsm.Trigger(t.Trigger), Reason: t.Reason})
+		c.gen = t.Generation
+		if t.To == string(fsm.Dispatched) || t.To == string(fsm.Redispatched) {
+			c.result, c.possiblyExecuted = nil, 0 // an outcome belongs to the latest send
 		}
 	}
 	return nil

@@ -6,14 +6,14 @@ import (
 	"fmt"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport"
 )
 
 // Frame event types of a stdio server's process (transport "local" frames).
 const (
-	typeProcessStarted = projector.FramePrefix + "process"
-	typeProcessExited  = projector.FramePrefix + "process_exit"
+	typeProcessStarted = vocab.FramePrefix + "process"
+	typeProcessExited  = vocab.FramePrefix + "process_exit"
 )
 
 // killRecordedServers terminates every stdio server this run started
@@ -36,7 +36,7 @@ func killRecordedServers(ctx context.Context, db *events.DB, runID string) ([]in
 			delete(live, e.Stream)
 			return nil
 		}
-		f, err := projector.DecodeFrame(e)
+		f, err := vocab.DecodeFrame(e)
 		if err != nil {
 			return err
 		}

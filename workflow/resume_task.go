@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 )
 
@@ -17,7 +17,7 @@ import (
 // (with the session id to reattach, unsealed by events) and the last
 // status change seen.
 type loggedTask struct {
-	accepted projector.CallTaskAccepted
+	accepted vocab.CallTaskAccepted
 	at       time.Time // when call.task_accepted was committed
 	status   string    // last recorded status
 	message  string    // and its statusMessage
@@ -30,9 +30,9 @@ type loggedTask struct {
 // foldTask folds call.task_accepted and call.task_status into the call.
 func (l *runLog) foldTask(e events.Event) error {
 	switch e.Type {
-	case projector.TypeCallTaskAccepted:
-		var p projector.CallTaskAccepted
-		if err := e.Decode(&p); err != nil {
+	case vocab.TypeCallTaskAccepted:
+		p, err := vocab.Decode[vocab.CallTaskAccepted](e)
+		if err != nil {
 			return err
 		}
 		if c := l.calls[p.EffectID]; c != nil {
@@ -43,9 +43,10 @@ func (l *runLog) foldTask(e events.Event) error {
 			c.task = &loggedTask{accepted: p, at: at, status: p.Status, message: p.StatusMessage}
 			c.result = nil // a result now comes from tasks/result
 		}
-	case projector.TypeCallTaskStatus:
-		var p projector.CallTaskStatus
-		if err := e.Decode(&p); err != nil {
+		return l.move(e, p)
+	case vocab.TypeCallTaskStatus:
+		p, err := vocab.Decode[vocab.CallTaskStatus](e)
+		if err != nil {
 			return err
 		}
 		if c := l.calls[p.EffectID]; c != nil && c.task != nil {
@@ -53,6 +54,7 @@ func (l *runLog) foldTask(e events.Event) error {
 			c.task.records++
 			c.task.bytes += statusBytes(transport.TaskStatus(p.Status), p.StatusMessage)
 		}
+		return l.move(e, p)
 	}
 	return nil
 }
@@ -172,8 +174,8 @@ func (rn *run) reattach(ctx context.Context, c *call, lt *loggedTask) (*remoteSt
 	rn.mu.Lock()
 	rn.opened = append(rn.opened, rs)
 	rn.mu.Unlock()
-	rn.later(events.Record{Stream: sessionStream(c.remote, rs.gen), Type: projector.TypeSessionReattached,
-		Payload: projector.SessionReattached{Remote: c.remote, Generation: rs.gen, SessionIDDigest: lt.accepted.SessionIDDigest,
+	rn.later(events.Record{Stream: sessionStream(c.remote, rs.gen), Type: vocab.TypeSessionReattached,
+		Payload: vocab.SessionReattached{Remote: c.remote, Generation: rs.gen, SessionIDDigest: lt.accepted.SessionIDDigest,
 			TaskIDDigest: lt.accepted.TaskIDDigest, TaskID: c.task.ID}})
 	_ = ctx
 	return rs, nil

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -47,18 +47,18 @@ func runRetry(t *testing.T, src string, onWait func()) retryOutcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return retryOutcome{db: db, res: res, attempts: len(typesOf(t, db, res.RunID, projector.TypeCallPrepared)),
-		retries: len(typesOf(t, db, res.RunID, projector.TypeTaskRetry))}
+	return retryOutcome{db: db, res: res, attempts: len(typesOf(t, db, res.RunID, vocab.TypeCallPrepared)),
+		retries: len(typesOf(t, db, res.RunID, vocab.TypeTaskRetry))}
 }
 
 // lastTaskFinished is the last task.finished of the run.
-func lastTaskFinished(t *testing.T, db *events.DB, runID string) projector.TaskFinished {
+func lastTaskFinished(t *testing.T, db *events.DB, runID string) vocab.TaskFinished {
 	t.Helper()
-	evs := typesOf(t, db, runID, projector.TypeTaskFinished)
+	evs := typesOf(t, db, runID, vocab.TypeTaskFinished)
 	if len(evs) == 0 {
 		t.Fatal("no task.finished")
 	}
-	var p projector.TaskFinished
+	var p vocab.TaskFinished
 	if err := evs[len(evs)-1].Decode(&p); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
@@ -18,7 +18,7 @@ import (
 
 // retryRun runs src with a fake clock starting now and returns the result,
 // the waits the run asked for and the call.prepared payloads in log order.
-func retryRun(t *testing.T, src string) (*events.DB, *workflow.Result, []time.Duration, []projector.CallPrepared) {
+func retryRun(t *testing.T, src string) (*events.DB, *workflow.Result, []time.Duration, []vocab.CallPrepared) {
 	t.Helper()
 	db := openDB(t)
 	wf, err := spec.Parse("retry.yaml", []byte(src))
@@ -30,9 +30,9 @@ func retryRun(t *testing.T, src string) (*events.DB, *workflow.Result, []time.Du
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prepared []projector.CallPrepared
-	for _, e := range typesOf(t, db, res.RunID, projector.TypeCallPrepared) {
-		var p projector.CallPrepared
+	var prepared []vocab.CallPrepared
+	for _, e := range typesOf(t, db, res.RunID, vocab.TypeCallPrepared) {
+		var p vocab.CallPrepared
 		if err := e.Decode(&p); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestRetry_EveryDefinitiveFailureEveryClass(t *testing.T) {
 		}
 		// A replay reaches the same decision from the recorded 400.
 		rep := replayOf(t, db, res.RunID)
-		if rep.State != res.State || len(typesOf(t, db, rep.RunID, projector.TypeTaskRetry)) != 1 {
+		if rep.State != res.State || len(typesOf(t, db, rep.RunID, vocab.TypeTaskRetry)) != 1 {
 			t.Fatalf("replay ended %s (%v), want %s with the source's one retry", rep.State, rep.Err, res.State)
 		}
 	})
@@ -143,7 +143,7 @@ func TestRetry_TaskTimeoutBoundsAllAttempts(t *testing.T) {
 		if res.State != workflow.StateUncertain || res.ExitCode != workflow.ExitUncertain {
 			t.Fatalf("run %s exit %d (%v), want uncertain, 3", res.State, res.ExitCode, res.Err)
 		}
-		if n := len(typesOf(t, db, res.RunID, projector.TypeTaskRetry)); n != 0 || srv.Stats().Calls["hang"] != 1 {
+		if n := len(typesOf(t, db, res.RunID, vocab.TypeTaskRetry)); n != 0 || srv.Stats().Calls["hang"] != 1 {
 			t.Fatalf("%d retries scheduled, %d calls; want none, 1", n, srv.Stats().Calls["hang"])
 		}
 	})

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
@@ -127,13 +127,13 @@ func TestRetry_BackoffAfterDefinitiveFailures(t *testing.T) {
 			if !slices.Equal(clock.waits, tc.wantWaits) {
 				t.Fatalf("waits %v, want %v", clock.waits, tc.wantWaits)
 			}
-			scheduled := typesOf(t, db, res.RunID, projector.TypeTaskRetry)
+			scheduled := typesOf(t, db, res.RunID, vocab.TypeTaskRetry)
 			if len(scheduled) != len(tc.wantWaits) {
 				t.Fatalf("%d task.retry_scheduled, want %d", len(scheduled), len(tc.wantWaits))
 			}
 			at := clock.now.Add(-sum(tc.wantWaits))
 			for i, e := range scheduled {
-				var p projector.TaskRetryScheduled
+				var p vocab.TaskRetryScheduled
 				if err := e.Decode(&p); err != nil {
 					t.Fatal(err)
 				}
@@ -142,10 +142,10 @@ func TestRetry_BackoffAfterDefinitiveFailures(t *testing.T) {
 					t.Fatalf("retry %d = %+v, want attempt %d not before %s", i, p, i+2, at.Format(time.RFC3339Nano))
 				}
 			}
-			prepared := typesOf(t, db, res.RunID, projector.TypeCallPrepared)
+			prepared := typesOf(t, db, res.RunID, vocab.TypeCallPrepared)
 			effects := map[string]bool{}
 			for _, e := range prepared {
-				var p projector.CallPrepared
+				var p vocab.CallPrepared
 				_ = e.Decode(&p)
 				effects[p.EffectID] = true
 			}
@@ -183,7 +183,7 @@ func TestRetry_NeverAfterUncertain(t *testing.T) {
 	if res.State != workflow.StateUncertain || !errors.As(res.Err, &re) || re.Code != workflow.ExitUncertain {
 		t.Fatalf("run %s (%v), want uncertain", res.State, res.Err)
 	}
-	if n := len(typesOf(t, db, res.RunID, projector.TypeTaskRetry)); n != 0 || len(clock.waits) != 0 || srv.Stats().Calls["lost"] != 1 {
+	if n := len(typesOf(t, db, res.RunID, vocab.TypeTaskRetry)); n != 0 || len(clock.waits) != 0 || srv.Stats().Calls["lost"] != 1 {
 		t.Fatalf("%d retries scheduled, %d waits, %d calls; want none, none, 1", n, len(clock.waits), srv.Stats().Calls["lost"])
 	}
 }
@@ -212,7 +212,7 @@ func TestReplay_InterleavedRunIsDeterministic(t *testing.T) {
 	if doc1 != doc2 {
 		t.Fatalf("two replays differ:\n%s\n---\n%s", doc1, doc2)
 	}
-	if n := len(typesOf(t, db, rep1.RunID, projector.TypeTaskRetry)); n != 1 {
+	if n := len(typesOf(t, db, rep1.RunID, vocab.TypeTaskRetry)); n != 1 {
 		t.Fatalf("replay recorded %d retries, want the source's 1", n)
 	}
 }

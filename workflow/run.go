@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/oauth"
 	"github.com/agentctl/agentctl/workflow/spec"
@@ -147,7 +148,7 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 	}
 	defer unlock()
 	created := runCreated(rn.id, wf, inputs, opts)
-	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: created}); err != nil {
+	if err := rn.append(events.Record{Stream: "run", Type: vocab.TypeRunCreated, Payload: created}); err != nil {
 		return nil, err
 	}
 	res := rn.execute(ctx)
@@ -247,6 +248,7 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	if q := rn.takeAuthSteps(); len(q) > 0 {
 		recs = append(q, recs...)
 	}
+	recs = factsOnly(recs)
 	var evs []events.Event
 	var err error
 	if after < 0 {
@@ -308,12 +310,12 @@ func (rn *run) observe(evs []events.Event) {
 func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
 	rn.closeSessions()
 	res := &Result{RunID: rn.id, State: StateSucceeded, Outputs: outputs}
-	p := projector.RunFinished{State: StateSucceeded, Outputs: outputs}
+	p := vocab.RunFinished{State: StateSucceeded, Outputs: outputs}
 	if fail != nil {
 		res.State, res.ExitCode, res.Err = stateFor(fail.Code, fail.Err), fail.Code, fail
 		p.State, p.ExitCode, p.Error = res.State, fail.Code, fail.Err.Error()
 	}
-	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunFinished, Payload: p}); err != nil {
+	if err := rn.append(events.Record{Stream: "run", Type: vocab.TypeRunFinished, Payload: p}); err != nil {
 		res.State, res.ExitCode = StateFailed, ExitStorage
 		res.Err = &Error{RunID: rn.id, Code: ExitStorage, Err: fmt.Errorf("record run.finished: %w", err)}
 	}

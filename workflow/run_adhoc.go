@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -31,9 +31,9 @@ func (r *Runner) ListToolsWith(ctx context.Context, wf *spec.Workflow, remote st
 	}
 	rn := newRun(r, wf, newID(), nil)
 	rn.replay = opts.Mode == "replay"
-	created := projector.RunCreated{RunID: rn.id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
+	created := vocab.RunCreated{RunID: rn.id, Workflow: wf.Metadata.Name, File: wf.File, Digest: wf.Digest, Source: string(wf.Source),
 		Inputs: map[string]any{}, Mode: opts.Mode, SourceRunID: opts.SourceRunID, Servers: map[string]string{remote: wf.Spec.MCPServers[remote].Endpoint()}, Command: opts.Command}
-	if err := rn.append(events.Record{Stream: "run", Type: projector.TypeRunCreated, Payload: created}); err != nil {
+	if err := rn.append(events.Record{Stream: "run", Type: vocab.TypeRunCreated, Payload: created}); err != nil {
 		return nil, nil, err
 	}
 	return rn.listTools(ctx, remote, 1)
@@ -45,11 +45,11 @@ const listToolsTask = "tools"
 // listTools is the listing's one task, attempt n, then run.finished.
 func (rn *run) listTools(ctx context.Context, remote string, attempt int) (*Result, *transport.Catalog, error) {
 	stream := taskStream(listToolsTask, attempt)
-	if err := rn.append(events.Record{Stream: stream, Type: projector.TypeTaskStarted, Payload: projector.TaskStarted{TaskID: listToolsTask, Attempt: attempt, Server: remote, Action: "mcp.tools"}}); err != nil {
+	if err := rn.append(events.Record{Stream: stream, Type: vocab.TypeTaskStarted, Payload: vocab.TaskStarted{TaskID: listToolsTask, Attempt: attempt, Server: remote, Action: "mcp.tools"}}); err != nil {
 		return nil, nil, err
 	}
 	rs, err := rn.openSession(ctx, remote, listToolsTask, attempt)
-	fin := projector.TaskFinished{TaskID: listToolsTask, Attempt: attempt, State: StateSucceeded}
+	fin := vocab.TaskFinished{TaskID: listToolsTask, Attempt: attempt, State: StateSucceeded}
 	var fail *Error
 	if err != nil {
 		code := exitFor(err)
@@ -65,7 +65,7 @@ func (rn *run) listTools(ctx context.Context, remote string, attempt int) (*Resu
 		}
 		fin.Output, _ = json.Marshal(map[string]any{"tools": names})
 	}
-	if aerr := rn.append(events.Record{Stream: stream, Type: projector.TypeTaskFinished, Payload: fin}); aerr != nil {
+	if aerr := rn.append(events.Record{Stream: stream, Type: vocab.TypeTaskFinished, Payload: fin}); aerr != nil {
 		fail = rn.storageFail(aerr)
 	}
 	res := rn.finish(nil, fail)

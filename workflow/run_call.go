@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/internal/canonjson"
 	"github.com/agentctl/agentctl/internal/termtext"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -87,9 +87,9 @@ func (c *call) run(ctx context.Context) (any, error) {
 	argDigest := canonjson.DigestBytes(c.args)
 	c.effectID = EffectID(rn.id, c.task.ID, c.attempt, 1, argDigest)
 	c.remote, c.gen, c.schemaDigest = c.rs.name, c.rs.gen, c.tool.Digest()
-	prep := projector.CallPrepared{EffectID: c.effectID, TaskID: c.task.ID, Attempt: c.attempt, Ordinal: 1, Server: c.task.With.Server,
+	prep := vocab.CallPrepared{EffectID: c.effectID, TaskID: c.task.ID, Attempt: c.attempt, Ordinal: 1, Server: c.task.With.Server,
 		Tool: c.tool.Name, Idempotency: string(c.m.Idempotency), Generation: c.rs.gen, ArgumentsDigest: argDigest,
-		SchemaDigest: c.schemaDigest, Arguments: c.args}
+		SchemaDigest: c.schemaDigest, Arguments: c.args, State: string(fsm.Prepared)}
 	if c.m.Idempotency == fsm.Keyed {
 		prep.IdempotencyKey = c.effectID
 	}
@@ -97,7 +97,7 @@ func (c *call) run(ctx context.Context) (any, error) {
 		prep.SourceRunID, prep.SourceEffectID = rec.SourceRunID(), rec.Expect(c.task.ID, c.attempt, 1)
 	}
 	// Committed with the dispatch transition and the request frame.
-	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallPrepared, Payload: prep})
+	rn.later(events.Record{Stream: c.stream(), Type: vocab.TypeCallPrepared, Payload: prep})
 	return c.dispatch(ctx)
 }
 
@@ -177,8 +177,8 @@ func (c *call) send(ctx context.Context) (any, error) {
 		}
 		rec := c.errorRecord(err)
 		if transport.KindOf(err) == transport.KindSessionExpired {
-			if aerr := rn.append(events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: projector.TypeSessionExpired,
-				Payload: projector.SessionRef{Remote: c.rs.name, Generation: c.rs.gen, TaskID: c.task.ID}}); aerr != nil {
+			if aerr := rn.append(events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: vocab.TypeSessionExpired,
+				Payload: vocab.SessionRef{Remote: c.rs.name, Generation: c.rs.gen, TaskID: c.task.ID}}); aerr != nil {
 				return nil, aerr
 			}
 			rn.retire(c.rs)
@@ -272,15 +272,15 @@ func (c *call) complete(ctx context.Context, res *transport.CallResult) (any, er
 	// When redaction changed structuredContent, the outputSchema decides on
 	// the value as received; the verdict is recorded for resume and replay.
 	transport.CheckReceived(ctx, c.tool, res)
-	rec := projector.CallResult{EffectID: c.effectID, JSONRPCID: res.ID, IsError: res.IsError, ResultDigest: digest, Output: output,
+	rec := vocab.CallResult{EffectID: c.effectID, JSONRPCID: res.ID, IsError: res.IsError, ResultDigest: digest, Output: output,
 		Structured: len(res.StructuredContent) > 0, ViaTask: c.viaTask}
 	if v := res.Received; v != nil {
-		rec.Received = &projector.OutputCheck{Kind: string(v.Kind), Message: v.Message}
+		rec.Received = &vocab.OutputCheck{Kind: string(v.Kind), Message: v.Message}
 	}
 	if c.viaTask {
 		rec.Polls = c.polls
 	}
-	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallResult, Payload: rec})
+	rn.later(events.Record{Stream: c.stream(), Type: vocab.TypeCallResult, Payload: rec})
 	if !res.IsError && !cheapToValidate(c.tool, res) {
 		// The response frame and call.result are on disk before a
 		// validation that may cost real work starts: whatever it does
@@ -326,7 +326,7 @@ func cheapToValidate(t transport.Tool, res *transport.CallResult) bool {
 // output that violates the tool's outputSchema are definitive failures. It
 // needs nothing but the record, so resume can finish a call whose result
 // reached the log before the process ended.
-func (c *call) conclude(ctx context.Context, rec projector.CallResult) (any, error) {
+func (c *call) conclude(ctx context.Context, rec vocab.CallResult) (any, error) {
 	var structured json.RawMessage
 	if rec.Structured {
 		structured = rec.Output
@@ -424,7 +424,7 @@ func (c *call) stopBeforeSend(ctx context.Context, err error) error {
 }
 
 func (c *call) errorRecord(err error) events.Record {
-	p := projector.CallError{EffectID: c.effectID, Message: err.Error()}
+	p := vocab.CallError{EffectID: c.effectID, Message: err.Error()}
 	var te *transport.Error
 	var cf *callFailure
 	switch {
@@ -435,7 +435,7 @@ func (c *call) errorRecord(err error) events.Record {
 	default:
 		p.Kind = "error"
 	}
-	return events.Record{Stream: c.stream(), Type: projector.TypeCallError, Payload: p}
+	return events.Record{Stream: c.stream(), Type: vocab.TypeCallError, Payload: p}
 }
 
 // fire moves the state machine and records the transition. With defer set,
@@ -449,9 +449,9 @@ func (c *call) fire(t fsm.Trigger, reason string, deferred bool) (fsm.Decision, 
 	}
 	c.m, c.reason = next, tr.Reason
 	c.sent = c.sent || tr.To == fsm.Dispatched
-	p := projector.CallTransition{EffectID: c.effectID, From: string(from.State), To: string(tr.To), Trigger: string(tr.Trigger), Reason: tr.Reason,
+	p := vocab.CallTransition{EffectID: c.effectID, From: string(from.State), To: string(tr.To), Trigger: string(tr.Trigger), Reason: tr.Reason,
 		Generation: c.gen, Redispatches: next.Redispatches}
-	rec := events.Record{Stream: c.stream(), Type: projector.TypeCallTransition, Payload: p}
+	rec := events.Record{Stream: c.stream(), Type: vocab.TypeCallTransition, Payload: p}
 	c.rn.pending = append(c.rn.pending, rec)
 	if deferred {
 		return dec, nil
@@ -461,8 +461,8 @@ func (c *call) fire(t fsm.Trigger, reason string, deferred bool) (fsm.Decision, 
 
 func (c *call) stream() string { return "call/" + c.effectID }
 
-func (c *call) frameBase() projector.Frame {
-	return projector.Frame{Remote: c.remote, Generation: c.gen, TaskID: c.task.ID, Attempt: c.attempt, EffectID: c.effectID}
+func (c *call) frameBase() vocab.Frame {
+	return vocab.Frame{Remote: c.remote, Generation: c.gen, TaskID: c.task.ID, Attempt: c.attempt, EffectID: c.effectID}
 }
 
 // exitCode maps how the call ended to the run's exit code.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -94,19 +94,19 @@ func (c *call) decideTask() (use bool, refuse string) {
 // fails the call (nothing sent) if its tool is gone or changed.
 func (c *call) relist(ctx context.Context) error {
 	rn, rs := c.rn, c.rs
-	base := projector.Frame{Remote: rs.name, Generation: rs.gen, TaskID: c.task.ID, Attempt: c.attempt}
+	base := vocab.Frame{Remote: rs.name, Generation: rs.gen, TaskID: c.task.ID, Attempt: c.attempt}
 	rn.sessMu.Lock()
 	cat, err := rs.sess.ListTools(ctx, rn.sink(sessionStream(rs.name, rs.gen), base))
 	rn.sessMu.Unlock()
 	if err != nil {
 		return c.failDefinitive(ctx, fmt.Errorf("tools/list after notifications/tools/list_changed: %w", err))
 	}
-	rec := projector.SessionCatalog{Remote: rs.name, Generation: rs.gen, TaskID: c.task.ID, CatalogDigest: cat.Digest(), Warnings: cat.Warnings}
+	rec := vocab.SessionCatalog{Remote: rs.name, Generation: rs.gen, TaskID: c.task.ID, CatalogDigest: cat.Digest(), Warnings: cat.Warnings}
 	for _, t := range cat.Tools {
-		rec.Tools = append(rec.Tools, projector.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
+		rec.Tools = append(rec.Tools, vocab.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
 	}
-	rn.later(events.Record{Stream: sessionStream(rs.name, rs.gen), Type: projector.TypeSessionCatalog, Payload: rec})
+	rn.later(events.Record{Stream: sessionStream(rs.name, rs.gen), Type: vocab.TypeSessionCatalog, Payload: rec})
 	tool, ok := cat.Find(c.tool.Name)
 	switch {
 	case !ok:
@@ -144,13 +144,13 @@ func (c *call) accepted(ctx context.Context, ts TaskSession, tc *transport.TaskC
 	}
 	c.taskID, c.taskShown, c.polls = t.ID, shown, 0
 	c.tb = taskBounds{start: time.Now(), ttl: t.TTL}
-	p := projector.CallTaskAccepted{EffectID: c.effectID, TaskID: shown, TaskIDDigest: transport.TaskIDDigest(shown),
+	p := vocab.CallTaskAccepted{EffectID: c.effectID, TaskID: shown, TaskIDDigest: transport.TaskIDDigest(shown),
 		SessionIDDigest: c.rs.sess.Info().IDDigest, Remote: c.remote, Generation: c.gen, Status: string(t.Status), StatusMessage: t.StatusMessage,
 		TTLMs: t.TTL.Milliseconds(), PollIntervalMs: t.PollInterval.Milliseconds(), JSONRPCID: tc.ID}
 	if c.rn.r.DB.Encryption().Enabled {
 		p.SessionID = ts.SessionID()
 	}
-	c.rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallTaskAccepted, Payload: p})
+	c.rn.later(events.Record{Stream: c.stream(), Type: vocab.TypeCallTaskAccepted, Payload: p})
 	c.lastStatus = statusKey(t)
 	if _, err := c.fire(fsm.TaskAccepted, "", false); err != nil {
 		return nil, err
@@ -173,49 +173,7 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 	pctx, stop := c.boundTask(ctx)
 	defer stop()
 	var held []events.Record
-	pollSink := func(_ context.Context, f transport.Frame) error {
-		if f.Kind == replayedKind { // a replay's reference to the poll's recorded frames
-			rec, err := replayedRecord(c.stream(), c.frameBase(), f.Body)
-			if err != nil {
-				return err
-			}
-			held = append(held, rec)
-			return nil
-		}
-		fr := c.frameBase()
-		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
-		fr.Body = frameBody(f.Body)
-		held = append(held, events.Record{Stream: c.stream(), Type: projector.FramePrefix + f.Kind, Payload: fr})
-		return nil
-	}
-	observe := func(next *transport.Task) error {
-		c.polls++
-		frames := held
-		held = nil
-		working := c.m.State == fsm.Accepted && next.Status == transport.TaskWorking
-		changed := statusKey(next) != c.lastStatus
-		if changed {
-			c.lastStatus, c.tb.seen, c.tb.seenPoll = statusKey(next), *next, c.polls
-		}
-		record := changed && c.statusFits(next)
-		if changed && !record {
-			c.tb.folded++ // beyond the call's bounds: counted, recorded with the next record
-		}
-		if !record && !working {
-			return nil // folded: the next change's poll ordinal counts it
-		}
-		kept := c.keepFrames(frames)
-		rn.pending = append(rn.pending, kept...)
-		if record {
-			c.recordStatus(next.Status, next.StatusMessage, c.polls, c.tb.folded, len(kept) == 0)
-			c.tb.folded = 0
-		}
-		if working { // the first poll that finds it working: accepted → polling
-			_, err := c.fire(fsm.TaskWorking, "", false)
-			return err
-		}
-		return rn.append()
-	}
+	pollSink, observe := c.pollSink(&held), c.pollObserver(&held)
 	failures := 0
 	for {
 		last, err := ts.PollTask(pctx, t, pollSink, observe)
@@ -271,8 +229,8 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 			return nil, err
 		case transport.TaskLost(err):
 			if transport.KindOf(err) == transport.KindSessionExpired {
-				rn.pending = append(rn.pending, events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: projector.TypeSessionExpired,
-					Payload: projector.SessionRef{Remote: c.rs.name, Generation: c.rs.gen, TaskID: c.task.ID}})
+				rn.pending = append(rn.pending, events.Record{Stream: sessionStream(c.rs.name, c.rs.gen), Type: vocab.TypeSessionExpired,
+					Payload: vocab.SessionRef{Remote: c.rs.name, Generation: c.rs.gen, TaskID: c.task.ID}})
 				rn.retire(c.rs)
 			}
 			dec, ferr := c.fire(fsm.TaskLost, fmt.Sprintf("task %s: %v", c.taskRef(), err), false)
@@ -303,6 +261,62 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 	}
 }
 
+// pollSink holds the frames of a poll in *held until observe decides
+// whether the poll is recorded.
+func (c *call) pollSink(held *[]events.Record) transport.Sink {
+	return func(_ context.Context, f transport.Frame) error {
+		if f.Kind == replayedKind { // a replay's reference to the poll's recorded frames
+			rec, err := replayedRecord(c.stream(), c.frameBase(), f.Body)
+			if err != nil {
+				return err
+			}
+			*held = append(*held, rec)
+			return nil
+		}
+		fr := c.frameBase()
+		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
+		fr.Body = frameBody(f.Body)
+		*held = append(*held, events.Record{Stream: c.stream(), Type: vocab.FramePrefix + f.Kind, Payload: fr})
+		return nil
+	}
+}
+
+// pollObserver sees each tasks/get answer: a status change is recorded
+// (call.task_status, with the poll's frames from *held) within the call's
+// bounds, identical answers are folded, and the first poll that finds the
+// task working moves the call accepted → polling.
+func (c *call) pollObserver(held *[]events.Record) func(next *transport.Task) error {
+	rn := c.rn
+	return func(next *transport.Task) error {
+		c.polls++
+		frames := *held
+		*held = nil
+		working := c.m.State == fsm.Accepted && next.Status == transport.TaskWorking
+		changed := statusKey(next) != c.lastStatus
+		if changed {
+			c.lastStatus, c.tb.seen, c.tb.seenPoll = statusKey(next), *next, c.polls
+		}
+		record := changed && c.statusFits(next)
+		if changed && !record {
+			c.tb.folded++ // beyond the call's bounds: counted, recorded with the next record
+		}
+		if !record && !working {
+			return nil // folded: the next change's poll ordinal counts it
+		}
+		kept := c.keepFrames(frames)
+		rn.pending = append(rn.pending, kept...)
+		if record {
+			c.recordStatus(next.Status, next.StatusMessage, c.polls, c.tb.folded, len(kept) == 0)
+			c.tb.folded = 0
+		}
+		if working { // the first poll that finds it working: accepted → polling
+			_, err := c.fire(fsm.TaskWorking, "", false)
+			return err
+		}
+		return rn.append()
+	}
+}
+
 // viaTaskResult reports whether err is tasks/result's answer (the call's
 // own JSON-RPC error), not a failure of tasks/get.
 func (c *call) viaTaskResult(err error) bool {
@@ -329,13 +343,13 @@ func (c *call) cancelTask(ctx context.Context, ts TaskSession, cause, statusMess
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTaskTimeout)
 	defer cancel()
 	got, err := ts.CancelTask(cctx, c.taskID, rn.sink(c.stream(), c.frameBase()))
-	rec := projector.CallTaskCancel{EffectID: c.effectID, Cause: cause}
+	rec := vocab.CallTaskCancel{EffectID: c.effectID, Cause: cause}
 	if err != nil {
 		rec.Error = err.Error()
 	} else {
 		rec.Status, rec.Confirmed = string(got.Status), got.Status == transport.TaskCancelled
 	}
-	rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallTaskCancel, Payload: rec})
+	rn.later(events.Record{Stream: c.stream(), Type: vocab.TypeCallTaskCancel, Payload: rec})
 	outcome := func(t fsm.Trigger, detail string, out error) (any, error) {
 		if _, ferr := c.fire(t, detail, false); ferr != nil {
 			return nil, errors.Join(out, ferr)

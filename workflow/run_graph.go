@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
 
@@ -279,8 +279,8 @@ func (s *scheduler) skipWaiting(ctx context.Context) {
 		if why == "" { // a task it needs failed: unreachable unless the graph has a cycle
 			why = "a task it needs did not succeed"
 		}
-		rn.later(events.Record{Stream: taskStream(t.ID, rn.nextAttempt(t.ID)), Type: projector.TypeTaskSkipped,
-			Payload: projector.TaskSkipped{TaskID: t.ID, Attempt: rn.nextAttempt(t.ID), Reason: why}})
+		rn.later(events.Record{Stream: taskStream(t.ID, rn.nextAttempt(t.ID)), Type: vocab.TypeTaskSkipped,
+			Payload: vocab.TaskSkipped{TaskID: t.ID, Attempt: rn.nextAttempt(t.ID), Reason: why}})
 		if s.worst == nil && s.stop == nil && ctx.Err() != nil {
 			s.worst = &Error{RunID: rn.id, Code: ExitCancelled, Err: fmt.Errorf("task %s: %s", t.ID, why)}
 		}
@@ -371,7 +371,7 @@ func (rn *run) closeSessions() {
 			continue
 		}
 		if cr, ok := rs.sess.(closeRecorder); ok {
-			base := projector.Frame{Remote: rs.name, Generation: rs.gen, TaskID: rs.owner, Attempt: rs.attempt}
+			base := vocab.Frame{Remote: rs.name, Generation: rs.gen, TaskID: rs.owner, Attempt: rs.attempt}
 			_ = cr.CloseWith(context.Background(), rn.laterSink(sessionStream(rs.name, rs.gen), base))
 			continue
 		}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -151,7 +151,7 @@ func refusedBeforeDispatch(te *transport.Error) bool {
 // policy with attempts left, and the wait ends before the task's timeout. The decision
 // uses the Runner's clock and jitter, and is recorded, so that resume
 // and replay read it instead of deciding again.
-func (rn *run) retryPlan(ctx context.Context, t spec.TaskSpec, attempt int, cause error) *projector.TaskRetryScheduled {
+func (rn *run) retryPlan(ctx context.Context, t spec.TaskSpec, attempt int, cause error) *vocab.TaskRetryScheduled {
 	r := rn.wf.Action(t).Retry
 	if r == nil || attempt >= r.MaxAttempts {
 		return nil
@@ -164,12 +164,12 @@ func (rn *run) retryPlan(ctx context.Context, t spec.TaskSpec, attempt int, caus
 	if d, ok := ctx.Deadline(); ok && at.After(d) {
 		return nil // the task's timeoutSeconds ends first
 	}
-	return &projector.TaskRetryScheduled{TaskID: t.ID, Attempt: attempt + 1, NotBefore: at.UTC().Format(time.RFC3339Nano), Reason: cause.Error()}
+	return &vocab.TaskRetryScheduled{TaskID: t.ID, Attempt: attempt + 1, NotBefore: at.UTC().Format(time.RFC3339Nano), Reason: cause.Error()}
 }
 
 // waitRetry waits until the recorded notBefore of the next attempt. A
 // replay does not wait: it reproduces the decision, not the time.
-func (rn *run) waitRetry(ctx context.Context, next *projector.TaskRetryScheduled) error {
+func (rn *run) waitRetry(ctx context.Context, next *vocab.TaskRetryScheduled) error {
 	if rn.replay {
 		return nil
 	}

@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/internal/canonjson"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -37,19 +37,19 @@ type remoteState struct {
 // nil starts a new attempt. A definitive failure that the action's retry
 // policy allows to retry comes back with the schedule of the next attempt,
 // recorded in the same commit as the failure.
-func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *loggedAttempt) (any, *Error, *projector.TaskRetryScheduled) {
+func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *loggedAttempt) (any, *Error, *vocab.TaskRetryScheduled) {
 	action := rn.wf.Action(t)
 	idem, err := fsm.ParseIdempotency(action.Class())
 	if err != nil {
 		return nil, &Error{RunID: rn.id, Code: ExitInvalid, Err: fmt.Errorf("task %s: %w", t.ID, err)}, nil
 	}
 	if prev == nil {
-		started := projector.TaskStarted{TaskID: t.ID, Attempt: attempt, Server: t.With.Server, Tool: t.With.Tool, Action: t.ActionName(), Idempotency: string(idem)}
+		started := vocab.TaskStarted{TaskID: t.ID, Attempt: attempt, Server: t.With.Server, Tool: t.With.Tool, Action: t.ActionName(), Idempotency: string(idem)}
 		// Committed with the attempt's first protocol step.
-		rn.later(events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskStarted, Payload: started})
+		rn.later(events.Record{Stream: taskStream(t.ID, attempt), Type: vocab.TypeTaskStarted, Payload: started})
 	}
 	out, code, kind, err := rn.taskBody(ctx, t, attempt, idem, prev)
-	var next *projector.TaskRetryScheduled
+	var next *vocab.TaskRetryScheduled
 	if err != nil && retries(kind, idem) {
 		next = rn.retryPlan(ctx, t, attempt, err)
 	}
@@ -62,14 +62,14 @@ func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *log
 
 // finishAttempt records task.finished (with the next attempt's schedule,
 // if any) and turns a failure into the *Error that ends the task.
-func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error, next *projector.TaskRetryScheduled) (any, *Error) {
-	fin := projector.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
+func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error, next *vocab.TaskRetryScheduled) (any, *Error) {
+	fin := vocab.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
 	if err != nil {
 		fin.State, fin.Error, fin.ErrorKind = stateFor(code, err), err.Error(), string(transport.KindOf(err))
 	} else {
 		fin.Output, _ = json.Marshal(out)
 	}
-	rec := events.Record{Stream: taskStream(t.ID, attempt), Type: projector.TypeTaskFinished, Payload: fin}
+	rec := events.Record{Stream: taskStream(t.ID, attempt), Type: vocab.TypeTaskFinished, Payload: fin}
 	if err == nil {
 		// A success rides with the next protocol step: the next task's
 		// request (or run.finished) commits it before any byte is sent, so
@@ -79,7 +79,7 @@ func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, er
 	}
 	recs := []events.Record{rec}
 	if next != nil {
-		recs = append(recs, events.Record{Stream: taskStream(t.ID, next.Attempt), Type: projector.TypeTaskRetry, Payload: *next})
+		recs = append(recs, events.Record{Stream: taskStream(t.ID, next.Attempt), Type: vocab.TypeTaskRetry, Payload: *next})
 	}
 	if aerr := rn.append(recs...); aerr != nil {
 		return nil, rn.storageFail(aerr)
@@ -207,8 +207,8 @@ func (rn *run) attach(rs *remoteState, taskID string) {
 	}
 	if rs.owner != taskID && !rs.attached[taskID] {
 		rs.attached[taskID] = true
-		ref := projector.SessionRef{Remote: rs.name, Generation: rs.gen, TaskID: taskID, FromTaskID: rs.owner}
-		rn.later(events.Record{Stream: sessionStream(rs.name, rs.gen), Type: projector.TypeSessionAttached, Payload: ref})
+		ref := vocab.SessionRef{Remote: rs.name, Generation: rs.gen, TaskID: taskID, FromTaskID: rs.owner}
+		rn.later(events.Record{Stream: sessionStream(rs.name, rs.gen), Type: vocab.TypeSessionAttached, Payload: ref})
 	}
 }
 
@@ -260,7 +260,7 @@ func (rn *run) openWith(ctx context.Context, remote, taskID string, attempt int,
 	rn.gens[remote]++
 	gen := rn.gens[remote]
 	rn.mu.Unlock()
-	base := projector.Frame{Remote: remote, Generation: gen, TaskID: taskID, Attempt: attempt}
+	base := vocab.Frame{Remote: remote, Generation: gen, TaskID: taskID, Attempt: attempt}
 	sink := rn.frameSink(sessionStream(remote, gen), base, true)
 	sess, err := conn.Connect(ctx, sink)
 	if err != nil {
@@ -271,23 +271,23 @@ func (rn *run) openWith(ctx context.Context, remote, taskID string, attempt int,
 	rn.opened = append(rn.opened, rs)
 	rn.mu.Unlock()
 	info := sess.Info()
-	opened := projector.SessionOpened{Remote: remote, URL: rn.wf.Spec.MCPServers[remote].Endpoint(), Generation: gen, TaskID: taskID,
+	opened := vocab.SessionOpened{Remote: remote, URL: rn.wf.Spec.MCPServers[remote].Endpoint(), Generation: gen, TaskID: taskID,
 		ProtocolVersion: info.ProtocolVersion, ServerInfo: info.ServerInfo, SessionIDDigest: info.IDDigest, TaskPoll: taskPoll}
 	if rec, ok := sess.(Recorded); ok {
 		opened.SourceRunID, opened.SourceTaskID = rec.SourceRunID(), rec.SourceTaskID()
 	}
 	// Committed with the tools/list request.
-	rn.later(events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionOpened, Payload: opened})
+	rn.later(events.Record{Stream: sessionStream(remote, gen), Type: vocab.TypeSessionOpened, Payload: opened})
 	cat, err := sess.ListTools(ctx, sink)
 	if err != nil {
 		return nil, err
 	}
-	rec := projector.SessionCatalog{Remote: remote, Generation: gen, TaskID: taskID, CatalogDigest: cat.Digest(), Warnings: cat.Warnings}
+	rec := vocab.SessionCatalog{Remote: remote, Generation: gen, TaskID: taskID, CatalogDigest: cat.Digest(), Warnings: cat.Warnings}
 	for _, t := range cat.Tools {
-		rec.Tools = append(rec.Tools, projector.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
+		rec.Tools = append(rec.Tools, vocab.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
 	}
-	catRec := events.Record{Stream: sessionStream(remote, gen), Type: projector.TypeSessionCatalog, Payload: rec}
+	catRec := events.Record{Stream: sessionStream(remote, gen), Type: vocab.TypeSessionCatalog, Payload: rec}
 	if deferCatalog {
 		rn.later(catRec)
 		rs.recorded = &carry{done: make(chan struct{})}
@@ -343,7 +343,7 @@ func (rn *run) conn(remote string) (Conn, error) {
 
 // sink persists every frame (with any pending records) before the
 // transport sends or reads the next one.
-func (rn *run) sink(stream string, base projector.Frame) transport.Sink {
+func (rn *run) sink(stream string, base vocab.Frame) transport.Sink {
 	return rn.frameSink(stream, base, false)
 }
 
@@ -353,7 +353,7 @@ func (rn *run) sink(stream string, base projector.Frame) transport.Sink {
 // every frame is still on disk before the next one is read; a crash before
 // that commit leaves the call dispatched with no outcome: ambiguous, as if
 // the response had never arrived.
-func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool) transport.Sink {
+func (rn *run) frameSink(stream string, base vocab.Frame, deferResponse bool) transport.Sink {
 	return func(_ context.Context, f transport.Frame) error {
 		if f.Kind == replayedKind {
 			return rn.recordReplayed(stream, base, f.Body)
@@ -361,7 +361,7 @@ func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool
 		fr := base
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
 		fr.Body = frameBody(f.Body)
-		rec := events.Record{Stream: stream, Type: projector.FramePrefix + f.Kind, Payload: fr}
+		rec := events.Record{Stream: stream, Type: vocab.FramePrefix + f.Kind, Payload: fr}
 		if deferResponse && f.Dir == "in" && f.Kind == "response" {
 			rn.later(rec)
 			return nil
@@ -371,12 +371,12 @@ func (rn *run) frameSink(stream string, base projector.Frame, deferResponse bool
 }
 
 // laterSink records every frame with the lane's next commit.
-func (rn *run) laterSink(stream string, base projector.Frame) transport.Sink {
+func (rn *run) laterSink(stream string, base vocab.Frame) transport.Sink {
 	return func(_ context.Context, f transport.Frame) error {
 		fr := base
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
 		fr.Body = frameBody(f.Body)
-		rn.later(events.Record{Stream: stream, Type: projector.FramePrefix + f.Kind, Payload: fr})
+		rn.later(events.Record{Stream: stream, Type: vocab.FramePrefix + f.Kind, Payload: fr})
 		return nil
 	}
 }
@@ -395,13 +395,13 @@ func frameBody(b []byte) json.RawMessage {
 // (replay.frames) where the frames themselves would have gone. It rides
 // with the next step (session.opened, session.catalog, the call's outcome):
 // the frames are already durable in the log, and nothing is sent.
-func (rn *run) recordReplayed(stream string, base projector.Frame, body []byte) error {
-	var r projector.ReplayFrames
+func (rn *run) recordReplayed(stream string, base vocab.Frame, body []byte) error {
+	var r vocab.ReplayFrames
 	if err := json.Unmarshal(body, &r); err != nil {
 		return fmt.Errorf("replay: reference to recorded frames: %w", err)
 	}
 	r.Remote, r.Generation, r.TaskID, r.Attempt, r.EffectID = base.Remote, base.Generation, base.TaskID, base.Attempt, base.EffectID
-	rn.later(events.Record{Stream: stream, Type: projector.TypeReplayFrames, Payload: r})
+	rn.later(events.Record{Stream: stream, Type: vocab.TypeReplayFrames, Payload: r})
 	return nil
 }
 

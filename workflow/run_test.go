@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/testkit"
@@ -39,6 +40,21 @@ func mustParse(tb testing.TB, src string) *spec.Workflow {
 	return wf
 }
 
+// runMoves returns the call transitions runID's log records (moves on
+// facts, or call.transition events), with From set.
+func runMoves(tb testing.TB, db *events.DB, runID string) []vocab.CallTransition {
+	tb.Helper()
+	evs, err := db.Events(context.Background(), runID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ts, err := projector.Transitions(evs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ts
+}
+
 func describeRun(tb testing.TB, db *events.DB, runID string) []string {
 	tb.Helper()
 	evs, err := db.Events(context.Background(), runID)
@@ -46,8 +62,9 @@ func describeRun(tb testing.TB, db *events.DB, runID string) []string {
 		tb.Fatal(err)
 	}
 	out := make([]string, len(evs))
+	var d projector.Describer
 	for i, e := range evs {
-		out[i] = projector.Describe(e)
+		out[i] = d.Describe(e)
 	}
 	return out
 }
@@ -80,11 +97,9 @@ func TestRun_OneCallEventSequence(t *testing.T) {
 					"mcp.response in",
 					"session.catalog",
 					"call.prepared",
-					"call.transition prepared->dispatched",
-					"mcp.request out tools/call",
+					"mcp.request out tools/call prepared->dispatched",
 					"mcp.response in",
-					"call.result",
-					"call.transition dispatched->succeeded",
+					"call.result dispatched->succeeded",
 					"task.finished only succeeded",
 					"run.finished succeeded",
 				}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport"
 )
 
@@ -127,7 +127,7 @@ func statusBytes(s transport.TaskStatus, msg string) int { return len(s) + len(m
 func (c *call) keepFrames(frames []events.Record) []events.Record {
 	n := 0
 	for _, r := range frames {
-		if f, ok := r.Payload.(projector.Frame); ok {
+		if f, ok := r.Payload.(vocab.Frame); ok {
 			n += len(f.Body)
 		}
 	}
@@ -143,8 +143,8 @@ func (c *call) keepFrames(frames []events.Record) []events.Record {
 func (c *call) recordStatus(s transport.TaskStatus, msg string, poll, folded int, framesOmitted bool) {
 	c.tb.records++
 	c.tb.bytes += statusBytes(s, msg)
-	c.rn.later(events.Record{Stream: c.stream(), Type: projector.TypeCallTaskStatus,
-		Payload: projector.CallTaskStatus{EffectID: c.effectID, Status: string(s), StatusMessage: msg, Poll: poll,
+	c.rn.later(events.Record{Stream: c.stream(), Type: vocab.TypeCallTaskStatus,
+		Payload: vocab.CallTaskStatus{EffectID: c.effectID, Status: string(s), StatusMessage: msg, Poll: poll,
 			Folded: folded, FramesOmitted: framesOmitted}})
 }
 

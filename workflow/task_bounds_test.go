@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -59,16 +59,16 @@ func runBounded(t *testing.T, db *events.DB, src, token string) *workflow.Result
 }
 
 // taskStatuses decodes the run's call.task_status events.
-func taskStatuses(t *testing.T, db *events.DB, runID string) []projector.CallTaskStatus {
+func taskStatuses(t *testing.T, db *events.DB, runID string) []vocab.CallTaskStatus {
 	t.Helper()
 	evs, err := db.Events(context.Background(), runID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []projector.CallTaskStatus
+	var out []vocab.CallTaskStatus
 	for _, e := range evs {
-		if e.Type == projector.TypeCallTaskStatus {
-			var p projector.CallTaskStatus
+		if e.Type == vocab.TypeCallTaskStatus {
+			var p vocab.CallTaskStatus
 			if err := e.Decode(&p); err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +145,7 @@ func TestTaskCall_TimeoutSecondsEndsUncertain(t *testing.T) {
 	if ts := srv.TaskStats(); ts.Cancels != 1 || srv.Stats().Executed["research"] != 1 {
 		t.Fatalf("tasks %+v, executed %d; want one tasks/cancel, one execution", ts, srv.Stats().Executed["research"])
 	}
-	if got := only(describeRun(t, db, res.RunID), "call.transition"); got[len(got)-1] != "call.transition cancelling->uncertain" {
+	if got := runMoves(t, db, res.RunID); got[len(got)-1].From != "cancelling" || got[len(got)-1].To != "uncertain" {
 		t.Fatalf("transitions: %v", got)
 	}
 	assertReplaysAlike(t, db, srv, res)
@@ -189,7 +189,7 @@ func TestTaskCall_StatusRecordsBounded(t *testing.T) {
 			frameBytes := 0
 			evs, _ := db.Events(context.Background(), res.RunID)
 			for _, e := range evs {
-				if f, err := projector.DecodeFrame(e); err == nil && e.Type != "" && strings.HasPrefix(e.Type, projector.FramePrefix) && f.Method == "tasks/get" {
+				if f, err := vocab.DecodeFrame(e); err == nil && e.Type != "" && strings.HasPrefix(e.Type, vocab.FramePrefix) && f.Method == "tasks/get" {
 					frameBytes += len(f.Body)
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -95,15 +96,14 @@ func TestTaskCall_CompletesAfterPolls(t *testing.T) {
 	}
 	lines := describeRun(t, db, res.RunID)
 	want := []string{
-		"call.transition prepared->dispatched",
-		"call.task_accepted",
-		"call.transition dispatched->accepted",
-		"call.transition accepted->polling",
+		"call.prepared",
+		"mcp.request out tools/call prepared->dispatched",
+		"call.task_accepted dispatched->accepted",
+		"mcp.response in accepted->polling", // the first poll's answer: working
 		"call.task_status",
-		"call.result",
-		"call.transition polling->succeeded",
+		"call.result polling->succeeded",
 	}
-	if got := only(lines, "call."); !slices.Equal(got, append([]string{"call.prepared"}, want...)) {
+	if got := only(lines, "call.", "mcp.request out tools/call", "mcp.response in accepted"); !slices.Equal(got, want) {
 		t.Fatalf("call events:\n%s", strings.Join(got, "\n"))
 	}
 	// Four polls, but only the two that changed something left frames: the
@@ -244,7 +244,7 @@ func TestTaskCall_Lost(t *testing.T) {
 			}
 			expired := false
 			obs := func(e events.Event) {
-				if tc.how == "expire" && !expired && e.Type == projector.TypeCallTaskAccepted {
+				if tc.how == "expire" && !expired && e.Type == vocab.TypeCallTaskAccepted {
 					expired = true
 					srv.ExpireTasks() // after the task is on disk, before the first tasks/get
 				}
@@ -304,7 +304,7 @@ func TestTaskCall_CancelSendsTasksCancel(t *testing.T) {
 			defer cancel()
 			db := openDB(t)
 			obs := func(e events.Event) {
-				if projector.Describe(e) == "call.transition accepted->polling" {
+				if strings.HasSuffix(projector.Describe(e), "->polling") { // the first poll found it working
 					cancel() // the user's ^C while the task is working
 				}
 			}
@@ -355,9 +355,9 @@ func TestTaskCall_ReplayWithoutNetwork(t *testing.T) {
 	if rep.ExitCode != workflow.ExitOK || rep.Err != nil || fmt.Sprint(rep.Outputs["result"]) != "map[n:42]" {
 		t.Fatalf("replay exit %d: %v, outputs %v", rep.ExitCode, rep.Err, rep.Outputs)
 	}
-	want := []string{"call.prepared", "call.transition prepared->dispatched", "call.task_accepted", "call.transition dispatched->accepted",
-		"call.transition accepted->polling", "call.task_status", "call.result", "call.transition polling->succeeded"}
-	if got := only(describeRun(t, db, rep.RunID), "call."); !slices.Equal(got, want) {
+	want := []string{"call.prepared", "replay.frames call prepared->dispatched", "call.task_accepted dispatched->accepted",
+		"replay.frames call accepted->polling", "call.task_status", "call.result polling->succeeded"}
+	if got := only(describeRun(t, db, rep.RunID), "call.", "replay.frames call "); !slices.Equal(got, want) {
 		t.Fatalf("replay call events:\n%s", strings.Join(got, "\n"))
 	}
 }

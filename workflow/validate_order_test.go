@@ -3,9 +3,11 @@ package workflow_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -44,7 +46,7 @@ func TestRun_ResponseOnDiskBeforeCostlyValidation(t *testing.T) {
 			var outcomeWithResponse *bool
 			r := &workflow.Runner{DB: db}
 			r.Observe = func(e events.Event) {
-				if e.Type != projector.FramePrefix+"response" || outcomeWithResponse != nil {
+				if e.Type != vocab.FramePrefix+"response" || outcomeWithResponse != nil {
 					return
 				}
 				// Every response frame before the call's is a session step;
@@ -59,7 +61,7 @@ func TestRun_ResponseOnDiskBeforeCostlyValidation(t *testing.T) {
 				}
 				found := false
 				for _, x := range evs {
-					if d := projector.Describe(x); x.Stream == e.Stream && (d == "call.transition dispatched->succeeded" || d == "call.transition dispatched->failed") {
+					if d := projector.Describe(x); x.Stream == e.Stream && (strings.HasSuffix(d, " ->succeeded") || strings.HasSuffix(d, " ->failed")) {
 						found = true
 					}
 				}

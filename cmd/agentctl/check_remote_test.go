@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -155,8 +155,8 @@ func TestCLI_CheckRemote_CleanIsRecorded(t *testing.T) {
 	var got []string
 	for _, e := range evs {
 		s := e.Stream + " " + e.Type
-		if e.Type == projector.FramePrefix+"request" {
-			var f projector.Frame
+		if e.Type == vocab.FramePrefix+"request" {
+			var f vocab.Frame
 			if err := e.Decode(&f); err != nil {
 				t.Fatal(err)
 			}

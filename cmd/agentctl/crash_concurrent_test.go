@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -53,12 +53,11 @@ func TestCLI_CrashMatrixConcurrent(t *testing.T) {
 				t.Fatalf("reference run exit %d: %s", code, stderr)
 			}
 			ids := runIDs(t, refDB)
-			seen := map[string]int{}
 			var points []string
-			for _, l := range describeAll(logOf(t, refDB, ids[0])) {
-				seen[l]++
+			lines := describeAll(logOf(t, refDB, ids[0]))
+			for i, l := range lines {
 				if l != "run.created" {
-					points = append(points, fmt.Sprintf("%s#%d", l, seen[l]))
+					points = append(points, pointName(lines, i))
 				}
 			}
 			for _, point := range points {
@@ -137,7 +136,7 @@ func TestCLI_RetryWaitSurvivesKill(t *testing.T) {
 	srv := mcptest.Start(t, mcptest.Options{}, flaky)
 	wf := graphWorkflow(t, srv.URL, 1, []graphTask{{id: "try", tool: "flaky", action: "retrying"}})
 	db := filepath.Join(t.TempDir(), "a.db")
-	killedAt(t, projector.TypeTaskRetry, "run", wf, "--db", db)
+	killedAt(t, vocab.TypeTaskRetry, "run", wf, "--db", db)
 	runID := runIDs(t, db)[0]
 	code, _, stderr := resumeJSON(t, db, runID)
 	if code != 0 {
@@ -147,13 +146,13 @@ func TestCLI_RetryWaitSurvivesKill(t *testing.T) {
 	var started []string
 	for _, e := range logOf(t, db, runID) {
 		switch e.Type {
-		case projector.TypeTaskRetry:
-			var p projector.TaskRetryScheduled
+		case vocab.TypeTaskRetry:
+			var p vocab.TaskRetryScheduled
 			if err := e.Decode(&p); err != nil || !notBefore.IsZero() {
 				t.Fatalf("a second task.retry_scheduled (or undecodable): %v", err)
 			}
 			notBefore, _ = time.Parse(time.RFC3339Nano, p.NotBefore)
-		case projector.TypeTaskStarted:
+		case vocab.TypeTaskStarted:
 			started = append(started, e.CreatedAt)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
@@ -196,14 +197,12 @@ func crashReference(t *testing.T, sc crashScenario, idem string, b testkit.Backe
 	if !isRedispatchable(idem) {
 		want = sc.wantNR
 	}
-	if !slices.Contains(ref.lines, want) {
+	if !logNames(ref.lines, want) {
 		t.Fatalf("%s/%s: reference run lacks %q:\n%s", sc.name, idem, want, strings.Join(ref.lines, "\n"))
 	}
-	seen := map[string]int{}
 	started := sc.from == ""
 	for i, l := range ref.lines {
-		seen[l]++
-		p := fmt.Sprintf("%s#%d", l, seen[l])
+		p := pointName(ref.lines, i)
 		if started && l != "run.created" {
 			if n := len(ref.points); n > 0 && !everyEvent && evs[i].CreatedAt == evs[i-1].CreatedAt {
 				ref.points[n-1] = append(ref.points[n-1], p)
@@ -211,7 +210,7 @@ func crashReference(t *testing.T, sc crashScenario, idem string, b testkit.Backe
 				ref.points = append(ref.points, []string{p})
 			}
 		}
-		if p == sc.from || p == sc.from+"#1" {
+		if !started && sc.from != "" && (p == sc.from || lineNames(l, sc.from)) {
 			started = true
 		}
 	}
@@ -276,8 +275,9 @@ func assertSound(t *testing.T, db, runID string, before []events.Event) []events
 
 func describeAll(evs []events.Event) []string {
 	out := make([]string, len(evs))
+	var d projector.Describer
 	for i, e := range evs {
-		out[i] = projector.Describe(e)
+		out[i] = d.Describe(e)
 	}
 	return out
 }
@@ -343,7 +343,7 @@ func crashAndResume(t *testing.T, sc crashScenario, idem, point string, ref cras
 	if n := srv.Stats().Executed["act"]; n > limit {
 		t.Fatalf("%s tool executed %d times in total, at most %d allowed\n%s", idem, n, limit, strings.Join(lines, "\n"))
 	}
-	if before[len(before)-1].Type == projector.TypeRunFinished {
+	if before[len(before)-1].Type == vocab.TypeRunFinished {
 		if code != 2 || len(after) != len(before) {
 			t.Fatalf("resume of a finished run: exit %d, %d events appended; want exit 2 and none\n%s", code, len(after)-len(before), stderr)
 		}
@@ -380,8 +380,8 @@ func crashAndResume(t *testing.T, sc crashScenario, idem, point string, ref cras
 // outcomeLogged reports whether a call ended (a terminal transition) in evs.
 func outcomeLogged(evs []events.Event) bool {
 	for _, e := range evs {
-		var tr projector.CallTransition
-		if e.Type == projector.TypeCallTransition && e.Decode(&tr) == nil {
+		var tr vocab.CallTransition
+		if e.Type == vocab.TypeCallTransition && e.Decode(&tr) == nil {
 			switch tr.To {
 			case "succeeded", "failed", "uncertain", "cancelled":
 				return true
@@ -449,8 +449,8 @@ func crashDemoAt(t *testing.T, db, point string) {
 	// Every demo tool is idempotent: at most two requests per task.
 	sent := map[string]int{}
 	for _, e := range after {
-		var f projector.Frame
-		if projector.Describe(e) == "mcp.request out tools/call" && e.Decode(&f) == nil {
+		var f vocab.Frame
+		if strings.HasPrefix(projector.Describe(e), "mcp.request out tools/call") && e.Decode(&f) == nil {
 			sent[f.TaskID]++
 		}
 	}

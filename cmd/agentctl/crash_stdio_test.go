@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/testkit"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
 )
 
@@ -164,12 +164,11 @@ func executions(t *testing.T, files stdioPeerFiles, tool string) int {
 // (events of one commit share created_at), as crashReference does.
 func commitPoints(evs []events.Event, from string) [][]string {
 	var points [][]string
-	seen := map[string]int{}
 	started := from == ""
+	lines := describeAll(evs)
 	for i, e := range evs {
-		l := projector.Describe(e)
-		seen[l]++
-		p := fmt.Sprintf("%s#%d", l, seen[l])
+		l := lines[i]
+		p := pointName(lines, i)
 		if started && l != "run.created" {
 			if n := len(points); n > 0 && !everyEvent && e.CreatedAt == evs[i-1].CreatedAt {
 				points[n-1] = append(points[n-1], p)
@@ -177,7 +176,7 @@ func commitPoints(evs []events.Event, from string) [][]string {
 				points = append(points, []string{p})
 			}
 		}
-		if p == from || p == from+"#1" {
+		if !started && from != "" && (p == from || lineNames(l, from)) {
 			started = true
 		}
 	}
@@ -236,7 +235,7 @@ func stdioCrashReference(t *testing.T, sc stdioCrashScenario, idem string) crash
 	if !isRedispatchable(idem) {
 		want = sc.wantNR
 	}
-	if !slices.Contains(ref.lines, want) || !slices.Contains(ref.lines, "mcp.process local") {
+	if !logNames(ref.lines, want) || !slices.Contains(ref.lines, "mcp.process local") {
 		t.Fatalf("%s/%s: reference run lacks %q or mcp.process:\n%s", sc.name, idem, want, strings.Join(ref.lines, "\n"))
 	}
 	if len(ref.points) == 0 {
@@ -274,7 +273,7 @@ func stdioCrashAndResume(t *testing.T, sc stdioCrashScenario, idem, point string
 	if n := executions(t, files, sc.tool); n > limit {
 		t.Fatalf("%s tool executed %d times in total, at most %d allowed\n%s", idem, n, limit, strings.Join(lines, "\n"))
 	}
-	if before[len(before)-1].Type == projector.TypeRunFinished {
+	if before[len(before)-1].Type == vocab.TypeRunFinished {
 		if code != 2 || len(after) != len(before) {
 			t.Fatalf("resume of a finished run: exit %d, %d events appended; want exit 2 and none\n%s", code, len(after)-len(before), stderr)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 )
@@ -43,8 +44,8 @@ func (a *app) printEvent(e events.Event) error {
 		return a.printJSON(a.stdout, "Event", true, viewEvent(e))
 	}
 	what := ""
-	if strings.HasPrefix(e.Type, projector.FramePrefix) {
-		f, err := projector.DecodeFrame(e)
+	if strings.HasPrefix(e.Type, vocab.FramePrefix) {
+		f, err := vocab.DecodeFrame(e)
 		if err != nil {
 			return err
 		}
@@ -74,7 +75,7 @@ var errNotRunning = errors.New("no process is writing it (killed?)")
 // every event as it is.
 func (a *app) follow(ctx context.Context, db *events.DB, runID string) error {
 	show := a.printEvent
-	var end *projector.RunFinished
+	var end *vocab.RunFinished
 	mode := "" // from run.created: no resume is suggested for a replay or a check
 	if a.output == "human" {
 		p := newProgress(a.stdout, a.color)
@@ -82,17 +83,18 @@ func (a *app) follow(ctx context.Context, db *events.DB, runID string) error {
 		a.prog = p                  // execute ends it (summary) however the follow ends
 		show = func(e events.Event) error {
 			p.observe(e)
-			if e.Type == projector.TypeRunCreated {
-				var c projector.RunCreated
-				if e.Decode(&c) == nil {
+			if e.Type == vocab.TypeRunCreated {
+				c, err := vocab.Decode[vocab.RunCreated](e)
+				if err == nil {
 					mode = c.Mode
 				}
 			}
-			if e.Type == projector.TypeRunFinished {
-				end = &projector.RunFinished{}
-				if e.Decode(end) != nil {
-					end.State = "finished"
+			if e.Type == vocab.TypeRunFinished {
+				f, err := vocab.Decode[vocab.RunFinished](e)
+				if err != nil {
+					f = vocab.RunFinished{State: "finished"}
 				}
+				end = &f
 			}
 			return nil
 		}
@@ -108,9 +110,9 @@ func (a *app) follow(ctx context.Context, db *events.DB, runID string) error {
 			n++
 			after = e.Seq
 			switch e.Type {
-			case projector.TypeRunFinished:
+			case vocab.TypeRunFinished:
 				finished = true
-			case projector.TypeRunCreated, projector.TypeRunResumed, "run.started":
+			case vocab.TypeRunCreated, vocab.TypeRunResumed, "run.started":
 				finished = false
 			}
 			return show(e)
@@ -145,7 +147,7 @@ func (a *app) follow(ctx context.Context, db *events.DB, runID string) error {
 
 // followEnd closes a human follow as run closes a run: the summary, the
 // outputs, the state, and the command that applies next.
-func (a *app) followEnd(ctx context.Context, db *events.DB, runID, mode string, end *projector.RunFinished) error {
+func (a *app) followEnd(ctx context.Context, db *events.DB, runID, mode string, end *vocab.RunFinished) error {
 	a.prog.summary()
 	keys := make([]string, 0, len(end.Outputs))
 	for k := range end.Outputs {

@@ -11,8 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/termtext"
-	"github.com/agentctl/agentctl/projector"
 )
 
 // progress shows a run to a human on stderr, from the events as they are
@@ -107,7 +107,7 @@ func (p *progress) observe(e events.Event) {
 	defer p.mu.Unlock()
 	at, _ := time.Parse(time.RFC3339Nano, e.CreatedAt)
 	switch e.Type {
-	case projector.TypeRunCreated:
+	case vocab.TypeRunCreated:
 		// The id first, so that a run killed before its end can be found:
 		// its short form (what to type), then the full id.
 		if p.shortID != nil {
@@ -117,27 +117,27 @@ func (p *progress) observe(e events.Event) {
 			}
 		}
 		p.line("run %s started", clean(e.RunID))
-	case projector.TypeRunResumed:
+	case vocab.TypeRunResumed:
 		p.line("run %s resumed", clean(e.RunID))
-	case projector.TypeTaskStarted:
-		var t projector.TaskStarted
-		if e.Decode(&t) != nil || t.Tool == "" {
+	case vocab.TypeTaskStarted:
+		t, err := vocab.Decode[vocab.TaskStarted](e)
+		if err != nil || t.Tool == "" {
 			return
 		}
 		r := &row{task: t.TaskID, attempt: t.Attempt, server: t.Server, tool: t.Tool, state: "running", started: at}
 		p.tasks = append(p.tasks, r)
 		p.byKey[fmt.Sprintf("%s/%d", t.TaskID, t.Attempt)] = r
 		p.line("▶ %s  %s/%s (%s)", clean(t.TaskID), clean(t.Server), clean(t.Tool), t.Idempotency)
-	case projector.TypeSessionOpened:
-		var s projector.SessionOpened
-		if e.Decode(&s) != nil {
+	case vocab.TypeSessionOpened:
+		s, err := vocab.Decode[vocab.SessionOpened](e)
+		if err != nil {
 			return
 		}
 		p.gens[s.Remote] = s.Generation
 		p.line("  session %s generation %d (%s)", clean(s.Remote), s.Generation, clean(s.ProtocolVersion))
-	case projector.TypeCallPrepared:
-		var c projector.CallPrepared
-		if e.Decode(&c) != nil {
+	case vocab.TypeCallPrepared:
+		c, err := vocab.Decode[vocab.CallPrepared](e)
+		if err != nil {
 			return
 		}
 		if r := p.byKey[fmt.Sprintf("%s/%d", c.TaskID, c.Attempt)]; r != nil {
@@ -145,78 +145,91 @@ func (p *progress) observe(e events.Event) {
 			p.calls[c.EffectID] = r
 			p.startTicker()
 		}
-	case projector.TypeCallTransition:
-		var t projector.CallTransition
-		if e.Decode(&t) != nil {
-			return
-		}
-		p.last[t.EffectID] = t.To
-		r := p.calls[t.EffectID]
-		if r != nil {
-			r.generation = max(r.generation, t.Generation)
-			if t.To == "reconnecting" {
-				r.reconnects++
-			}
-		}
-		if t.To == "dispatched" {
-			p.redraw()
-			return
-		}
-		if r != nil && terminal(t.To) {
-			r.running = false
-		}
-		reason := ""
-		if t.Reason != "" {
-			reason = ": " + clean(t.Reason)
-		}
-		task := "" // concurrent tasks interleave their lines: name the task
-		if r != nil {
-			task = " (" + clean(r.task) + ")"
-		}
-		from := ""
-		if p.from && t.From != "" {
-			from = " " + clean(t.From)
-		}
-		p.line("  call %s%s%s → %s%s", short(t.EffectID), task, from, p.paint(t.To), reason)
-	case projector.TypeCallTaskAccepted, projector.TypeCallTaskStatus:
+		p.last[c.EffectID] = "prepared"
+	case vocab.TypeCallTaskAccepted, vocab.TypeCallTaskStatus:
 		p.taskStatus(e)
-	case projector.FramePrefix + "notification":
+	case vocab.FramePrefix + "notification":
 		p.notification(e)
-	case projector.TypeTaskSkipped:
-		var t projector.TaskSkipped
-		if e.Decode(&t) != nil {
+	case vocab.TypeTaskSkipped:
+		t, err := vocab.Decode[vocab.TaskSkipped](e)
+		if err != nil {
 			return
 		}
 		r := &row{task: t.TaskID, attempt: t.Attempt, state: "skipped", reason: clean(t.Reason)}
 		p.tasks = append(p.tasks, r)
 		p.line("  %s %s: %s", clean(t.TaskID), p.paint("skipped"), clean(t.Reason))
-	case projector.TypeTaskRetry:
-		var t projector.TaskRetryScheduled
-		if e.Decode(&t) != nil {
+	case vocab.TypeTaskRetry:
+		t, err := vocab.Decode[vocab.TaskRetryScheduled](e)
+		if err != nil {
 			return
 		}
 		p.line("  %s retry (attempt %d) not before %s", clean(t.TaskID), t.Attempt, clean(t.NotBefore))
-	case projector.TypeTaskFinished:
-		var t projector.TaskFinished
-		if e.Decode(&t) != nil {
-			return
+	case vocab.TypeTaskFinished:
+		p.taskFinished(e, at)
+	}
+	// A call's move, recorded by the fact that caused it (or, in an older
+	// log, as call.transition), after what the fact itself shows.
+	if t, ok, err := vocab.EventMove(e); ok && err == nil {
+		p.move(t)
+	}
+}
+
+// move shows a call's transition.
+func (p *progress) move(t vocab.CallTransition) {
+	if t.From == "" {
+		t.From = p.last[t.EffectID]
+	}
+	p.last[t.EffectID] = t.To
+	r := p.calls[t.EffectID]
+	if r != nil {
+		r.generation = max(r.generation, t.Generation)
+		if t.To == "reconnecting" {
+			r.reconnects++
 		}
-		if r := p.byKey[fmt.Sprintf("%s/%d", t.TaskID, t.Attempt)]; r != nil {
-			r.state, r.ended, r.running = t.State, at, false
-			for id, c := range p.calls {
-				if c == r {
-					delete(p.calls, id)
-				}
+	}
+	if t.To == "dispatched" {
+		p.redraw()
+		return
+	}
+	if r != nil && terminal(t.To) {
+		r.running = false
+	}
+	reason := ""
+	if t.Reason != "" {
+		reason = ": " + clean(t.Reason)
+	}
+	task := "" // concurrent tasks interleave their lines: name the task
+	if r != nil {
+		task = " (" + clean(r.task) + ")"
+	}
+	from := ""
+	if p.from && t.From != "" {
+		from = " " + clean(t.From)
+	}
+	p.line("  call %s%s%s → %s%s", short(t.EffectID), task, from, p.paint(t.To), reason)
+}
+
+// taskFinished ends a task's row.
+func (p *progress) taskFinished(e events.Event, at time.Time) {
+	t, err := vocab.Decode[vocab.TaskFinished](e)
+	if err != nil {
+		return
+	}
+	if r := p.byKey[fmt.Sprintf("%s/%d", t.TaskID, t.Attempt)]; r != nil {
+		r.state, r.ended, r.running = t.State, at, false
+		for id, c := range p.calls {
+			if c == r {
+				delete(p.calls, id)
 			}
 		}
-		p.line("  %s %s", clean(t.TaskID), p.paint(t.State))
 	}
+	p.line("  %s %s", clean(t.TaskID), p.paint(t.State))
 }
 
 // notification records a persisted notifications/progress for its call.
 func (p *progress) notification(e events.Event) {
-	var f projector.Frame
-	if e.Decode(&f) != nil || f.Method != "notifications/progress" {
+	f, err := vocab.Decode[vocab.Frame](e)
+	if err != nil || f.Method != "notifications/progress" {
 		return
 	}
 	var n struct {
@@ -473,16 +486,16 @@ func writeField(w io.Writer, indent, name string, v any) {
 func (p *progress) taskStatus(e events.Event) {
 	var effectID, status, message, ref string
 	poll := 0
-	if e.Type == projector.TypeCallTaskAccepted {
-		var a projector.CallTaskAccepted
-		if e.Decode(&a) != nil {
+	if e.Type == vocab.TypeCallTaskAccepted {
+		a, err := vocab.Decode[vocab.CallTaskAccepted](e)
+		if err != nil {
 			return
 		}
 		effectID, status, message, ref = a.EffectID, "accepted ("+a.Status+")", a.StatusMessage, a.TaskIDDigest
 		p.mcpTasks[a.EffectID] = a.TaskIDDigest
 	} else {
-		var s projector.CallTaskStatus
-		if e.Decode(&s) != nil {
+		s, err := vocab.Decode[vocab.CallTaskStatus](e)
+		if err != nil {
 			return
 		}
 		effectID, status, message, poll, ref = s.EffectID, s.Status, s.StatusMessage, s.Poll, p.mcpTasks[s.EffectID]

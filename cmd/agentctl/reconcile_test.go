@@ -103,8 +103,8 @@ func TestCLI_ReconcileApplied(t *testing.T) {
 		t.Fatalf("effects = %v", e)
 	}
 	got := describe(t, db, runID)
-	tail := strings.Join(got[len(got)-6:], "\n")
-	want := strings.Join([]string{"run.finished uncertain", "call.reconciled", "call.transition uncertain->succeeded", "run.resumed",
+	tail := strings.Join(got[len(got)-5:], "\n")
+	want := strings.Join([]string{"run.finished uncertain", "call.reconciled uncertain->succeeded", "run.resumed",
 		"task.finished only succeeded", "run.finished succeeded"}, "\n")
 	if tail != want {
 		t.Fatalf("log ends:\n%s\nwant:\n%s", tail, want)

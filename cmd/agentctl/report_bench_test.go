@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -162,7 +163,7 @@ spec:
 	for _, e := range evs {
 		r := events.Record{Stream: e.Stream, Type: e.Type, Payload: json.RawMessage(e.Payload)}
 		times := 1
-		if !copied && e.Type == projector.FramePrefix+"notification" && strings.Contains(e.Payload, "notifications/progress") {
+		if !copied && e.Type == vocab.FramePrefix+"notification" && strings.Contains(e.Payload, "notifications/progress") {
 			copied, times = true, 1+n-len(evs)
 		}
 		for range times {

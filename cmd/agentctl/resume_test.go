@@ -96,8 +96,9 @@ func describe(t *testing.T, path, runID string) []string {
 		t.Fatal(err)
 	}
 	out := make([]string, len(evs))
+	var d projector.Describer
 	for i, e := range evs {
-		out[i] = projector.Describe(e)
+		out[i] = d.Describe(e)
 	}
 	return out
 }

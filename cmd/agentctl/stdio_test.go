@@ -169,12 +169,12 @@ func TestStdio_RunSharesOneProcessAndReplayStartsNone(t *testing.T) {
 
 // stdioTwoTaskLog is the log of stdioWorkflow's two echo calls on one process.
 func stdioTwoTaskLog() []string {
-	call := []string{"call.prepared", "call.transition prepared->dispatched", "mcp.request out tools/call",
-		"mcp.response in", "call.result", "call.transition dispatched->succeeded"}
+	call := []string{"call.prepared", "mcp.request out tools/call prepared->dispatched",
+		"mcp.response in", "call.result dispatched->succeeded"}
 	out := []string{"run.created", "task.started first", "mcp.process local",
 		"mcp.request out initialize", "mcp.response in", "mcp.notification out notifications/initialized", "session.opened",
 		"mcp.request out tools/list", "mcp.response in", "session.catalog"}
-	out = append(append(out, call...), "task.finished first succeeded", "task.started second", "session.attached")
+	out = append(append(out, call...), "task.finished first succeeded", "task.started second")
 	return append(append(out, call...), "task.finished second succeeded", "mcp.process_exit local", "run.finished succeeded")
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -109,10 +108,11 @@ func TestCLI_TaskCrashResume(t *testing.T) {
 				if st.Calls["research"] != 1 || st.Executed["research"] != 1 || st.Initialize != initialize || ts.Created != 1 || ts.Results != 1 {
 					t.Fatalf("server saw calls %d, executed %d, initialize %d (want %d), tasks %+v", st.Calls["research"], st.Executed["research"], st.Initialize, initialize, ts)
 				}
-				log := strings.Join(describe(t, db, runID), "\n")
+				lines := describe(t, db, runID)
+				log := strings.Join(lines, "\n")
 				reattached := map[string]int{"sealed": 1, "clear": 0}[mode]
 				if strings.Count(log, "mcp.request out tools/call") != 1 || strings.Count(log, "session.reattached") != reattached ||
-					strings.Count(log, "session.opened") != initialize || !strings.Contains(log, "call.transition polling->polling") {
+					strings.Count(log, "session.opened") != initialize || !logNames(lines, "call.transition polling->polling") {
 					t.Fatalf("log:\n%s", log)
 				}
 				out, _, code := cli(t, "inspect", runID, "--db", db, "--output", "json")
@@ -175,7 +175,7 @@ func TestCLI_TaskCrashResumeSessionGone(t *testing.T) {
 				}
 				if code == 0 {
 					src, rep := openedSessions(t, db, runID), openedSessions(t, db, repID)
-					if len(rep) == 0 || rep[len(rep)-1].SessionIDDigest != src[len(src)-1].SessionIDDigest || slices.ContainsFunc(rep, func(s projector.SessionOpened) bool { return s.TaskPoll }) {
+					if len(rep) == 0 || rep[len(rep)-1].SessionIDDigest != src[len(src)-1].SessionIDDigest || slices.ContainsFunc(rep, func(s vocab.SessionOpened) bool { return s.TaskPoll }) {
 						t.Fatalf("replay sessions %+v; source's %+v", rep, src)
 					}
 				}
@@ -185,12 +185,12 @@ func TestCLI_TaskCrashResumeSessionGone(t *testing.T) {
 }
 
 // openedSessions are the session.opened payloads of a run, in order.
-func openedSessions(t *testing.T, db, runID string) []projector.SessionOpened {
+func openedSessions(t *testing.T, db, runID string) []vocab.SessionOpened {
 	t.Helper()
-	var out []projector.SessionOpened
+	var out []vocab.SessionOpened
 	for _, e := range logOf(t, db, runID) {
-		if e.Type == projector.TypeSessionOpened {
-			var p projector.SessionOpened
+		if e.Type == vocab.TypeSessionOpened {
+			var p vocab.SessionOpened
 			if err := e.Decode(&p); err != nil {
 				t.Fatal(err)
 			}
@@ -239,16 +239,14 @@ func taskCrashMatrix(t *testing.T, idem string, sealed bool) {
 	lines := describeAll(evs)
 	var points []string // the last event of each commit after run.created
 	accepted := -1      // index in points of the commit holding call.task_accepted
-	seen := map[string]int{}
 	for i, l := range lines {
-		seen[l]++
-		if l == "call.task_accepted" {
+		if lineNames(l, "call.task_accepted") {
 			accepted = len(points)
 		}
 		if i == 0 || (i+1 < len(evs) && evs[i+1].CreatedAt == evs[i].CreatedAt) {
 			continue
 		}
-		points = append(points, fmt.Sprintf("%s#%d", l, seen[l]))
+		points = append(points, pointName(lines, i))
 	}
 	if accepted < 0 || len(points) < 4 {
 		t.Fatalf("reference log:\n%s", strings.Join(lines, "\n"))

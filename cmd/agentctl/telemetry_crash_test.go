@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/otlptest"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/projector/telemetry"
 )
 
@@ -175,7 +175,7 @@ func TestTelemetry_CollectorDownIsBounded(t *testing.T) {
 			runID := jsonRunID(t, out)
 			evs := logOf(t, db, runID)
 			finished, err := time.Parse(time.RFC3339Nano, evs[len(evs)-1].CreatedAt)
-			if err != nil || evs[len(evs)-1].Type != projector.TypeRunFinished {
+			if err != nil || evs[len(evs)-1].Type != vocab.TypeRunFinished {
 				t.Fatalf("last event %s: %v", evs[len(evs)-1].Type, err)
 			}
 			// The bound plus what printing the result may take on a loaded machine.

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/demoserver"
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/otlptest"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/projector/telemetry"
 )
 
@@ -168,8 +168,8 @@ func toldSpans(t *testing.T, db, runID, traceID string) map[string]bool {
 		if e.Type != "mcp.request" {
 			continue
 		}
-		var f projector.Frame
-		if err := e.Decode(&f); err != nil {
+		f, err := vocab.DecodeFrame(e)
+		if err != nil {
 			t.Fatal(err)
 		}
 		var body struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
@@ -99,20 +100,23 @@ func newWorkerMetrics(db *events.DB) *workerMetrics {
 }
 
 // observeCommit is the DB's CommitObserver: it runs under the log's write
-// lock, so it only adds to counters (a call.transition appended by this
-// process decodes without parsing: Decode hands back the appended value).
+// lock, so it only adds to counters (a fact appended by this process
+// decodes without parsing: Decode hands back the appended value; a frame
+// is read only when its header carries a move).
 func (m *workerMetrics) observeCommit(ci events.CommitInfo) {
 	m.commitLatency.Observe(ci.Latency.Seconds())
 	for _, evs := range ci.Appends {
 		for _, e := range evs {
 			switch e.Type {
-			case projector.TypeRunStarted:
+			case vocab.TypeRunStarted:
 				m.claimedQueued.Inc()
-			case projector.TypeRunResumed:
+			case vocab.TypeRunResumed:
 				m.claimedResumed.Inc()
-			case projector.TypeCallTransition:
-				var tr projector.CallTransition
-				if e.Decode(&tr) != nil {
+			default:
+				// A call's move rides on the fact that caused it (or, in
+				// an older log, on call.transition).
+				tr, ok, err := vocab.EventMove(e)
+				if !ok || err != nil {
 					continue
 				}
 				to := fsm.State(tr.To)

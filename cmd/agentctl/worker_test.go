@@ -428,7 +428,7 @@ func TestCLI_WorkerGraceExpires(t *testing.T) {
 		if w.ProcessState.ExitCode() != 130 {
 			t.Fatalf("worker after the grace period: %v, want exit 130", err)
 		}
-		if lines := describe(t, db, ids[0]); lines[len(lines)-1] != "mcp.request out tools/call" {
+		if lines := describe(t, db, ids[0]); lines[len(lines)-1] != "mcp.request out tools/call prepared->dispatched" {
 			t.Fatalf("run after the grace period:\n%s", strings.Join(lines, "\n"))
 		}
 		awaitDeadOwners(t, db) // left as a crash leaves them: on PostgreSQL, leased until expiry
@@ -460,12 +460,10 @@ func TestCLI_WorkerCrashMatrix(t *testing.T) {
 			}
 			evs := logOf(t, refDB, refID)
 			var points []string // the last event of each commit after run.created
-			seen := map[string]int{}
+			lines := describeAll(evs)
 			for i, e := range evs {
-				l := projector.Describe(e)
-				seen[l]++
 				if i > 0 && (i+1 == len(evs) || evs[i+1].CreatedAt != e.CreatedAt) {
-					points = append(points, fmt.Sprintf("%s#%d", l, seen[l]))
+					points = append(points, pointName(lines, i))
 				}
 			}
 			if len(points) < 5 || points[0] != "run.started#1" {

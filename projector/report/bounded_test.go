@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 )
@@ -19,12 +20,12 @@ func chattyCallPage(t *testing.T, n int) string {
 	ctx := context.Background()
 	db := testkit.OpenDB(t, "", events.Options{Durability: events.DurabilityNormal})
 	const run = "run-chatty"
-	appendOne(t, db, run, "run", projector.TypeRunCreated, projector.RunCreated{RunID: run, Workflow: "w", Digest: "sha256:00", Mode: "run"})
-	appendOne(t, db, run, "task/a/1", projector.TypeTaskStarted, projector.TaskStarted{TaskID: "a", Attempt: 1, Server: "s", Tool: "x"})
-	appendOne(t, db, run, "call/e1", projector.TypeCallPrepared, projector.CallPrepared{EffectID: "e1", TaskID: "a", Attempt: 1, Server: "s", Tool: "x", Idempotency: "pure"})
-	appendOne(t, db, run, "call/e1", projector.TypeCallTransition, projector.CallTransition{EffectID: "e1", From: "prepared", To: "dispatched", Trigger: "dispatch"})
+	appendOne(t, db, run, "run", vocab.TypeRunCreated, vocab.RunCreated{RunID: run, Workflow: "w", Digest: "sha256:00", Mode: "run"})
+	appendOne(t, db, run, "task/a/1", vocab.TypeTaskStarted, vocab.TaskStarted{TaskID: "a", Attempt: 1, Server: "s", Tool: "x"})
+	appendOne(t, db, run, "call/e1", vocab.TypeCallPrepared, vocab.CallPrepared{EffectID: "e1", TaskID: "a", Attempt: 1, Server: "s", Tool: "x", Idempotency: "pure"})
+	appendOne(t, db, run, "call/e1", vocab.TypeCallTransition, vocab.CallTransition{EffectID: "e1", From: "prepared", To: "dispatched", Trigger: "dispatch"})
 	frame := func(dir, kind, method string) events.Record {
-		return events.Record{Stream: "call/e1", Type: projector.FramePrefix + kind, Payload: projector.Frame{Dir: dir, Kind: kind, Method: method,
+		return events.Record{Stream: "call/e1", Type: vocab.FramePrefix + kind, Payload: vocab.Frame{Dir: dir, Kind: kind, Method: method,
 			Remote: "s", Generation: 1, TaskID: "a", Attempt: 1, EffectID: "e1", Body: []byte(`{"progress":1}`)}}
 	}
 	var recs []events.Record
@@ -37,10 +38,10 @@ func chattyCallPage(t *testing.T, n int) string {
 			recs = recs[:0]
 		}
 	}
-	appendOne(t, db, run, "call/e1", projector.TypeCallResult, projector.CallResult{EffectID: "e1", ResultDigest: "sha256:01"})
-	appendOne(t, db, run, "call/e1", projector.TypeCallTransition, projector.CallTransition{EffectID: "e1", From: "dispatched", To: "succeeded", Trigger: "succeed"})
-	appendOne(t, db, run, "task/a/1", projector.TypeTaskFinished, projector.TaskFinished{TaskID: "a", Attempt: 1, State: "succeeded"})
-	appendOne(t, db, run, "run", projector.TypeRunFinished, projector.RunFinished{State: "succeeded"})
+	appendOne(t, db, run, "call/e1", vocab.TypeCallResult, vocab.CallResult{EffectID: "e1", ResultDigest: "sha256:01"})
+	appendOne(t, db, run, "call/e1", vocab.TypeCallTransition, vocab.CallTransition{EffectID: "e1", From: "dispatched", To: "succeeded", Trigger: "succeed"})
+	appendOne(t, db, run, "task/a/1", vocab.TypeTaskFinished, vocab.TaskFinished{TaskID: "a", Attempt: 1, State: "succeeded"})
+	appendOne(t, db, run, "run", vocab.TypeRunFinished, vocab.RunFinished{State: "succeeded"})
 	r, err := Build(ctx, db, run, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/projector"
 )
 
@@ -46,7 +47,8 @@ type Mark struct {
 
 // Transition is one call.transition with its time.
 type Transition struct {
-	projector.CallTransition
+	vocab.CallTransition
+
 	Seq int64
 	At  time.Time
 }
@@ -63,7 +65,7 @@ type Call struct {
 	Status      string
 	Transitions []Transition
 	Marks       map[string]*Mark
-	Errors      []projector.CallError
+	Errors      []vocab.CallError
 	// Row is the protocol_calls row inspect read (nil when the projection
 	// lags the log, in a live run).
 	Row *projector.CallView
@@ -125,7 +127,7 @@ type Session struct {
 	Opened          time.Time
 	Expired         *time.Time
 	Attached        []string // tasks that used the session after the one that opened it
-	Tools           []projector.ToolInfo
+	Tools           []vocab.ToolInfo
 	ToolCount       int
 	Warnings        []string
 	SourceRunID     string
@@ -146,11 +148,12 @@ type fold struct {
 	lastStamp   string
 	lastAt      time.Time
 	sourceRunID string
+	states      projector.Calls // each call's machine, rebuilt from the facts
 }
 
 func newFold(runID string) *fold {
 	return &fold{laneOf: map[string]*Lane{}, callOf: map[string]*Call{}, sessionOf: map[string]*Session{},
-		chain: newChainCheck(runID)}
+		chain: newChainCheck(runID), states: projector.Calls{}}
 }
 
 // taskRef is the part of a task event's payload the fold reads; it decodes
@@ -183,95 +186,119 @@ func (f *fold) add(e events.Event) error {
 	if at.After(f.last) {
 		f.last = at
 	}
-	if strings.HasPrefix(e.Type, projector.FramePrefix) {
+	if strings.HasPrefix(e.Type, vocab.FramePrefix) {
 		return f.frame(e, at)
 	}
 	switch e.Type {
-	case projector.TypeTaskStarted, projector.TypeTaskFinished, projector.TypeTaskSkipped, projector.TypeTaskRetry:
-		var t taskRef
-		if err := e.Decode(&t); err != nil {
+	case vocab.TypeTaskStarted, vocab.TypeTaskFinished, vocab.TypeTaskSkipped, vocab.TypeTaskRetry:
+		t, err := vocab.Decode[taskRef](e)
+		if err != nil {
 			return err
 		}
 		f.task(e.Type, t, at)
-	case projector.TypeCallPrepared:
-		var p projector.CallPrepared
-		if err := e.Decode(&p); err != nil {
+		return nil
+	case vocab.TypeRunResumed:
+		r, err := vocab.Decode[vocab.RunResumed](e)
+		if err != nil {
 			return err
 		}
-		c := &Call{EffectID: p.EffectID, TaskID: p.TaskID, Attempt: p.Attempt, Server: p.Server, Tool: p.Tool,
-			Idempotency: p.Idempotency, Start: at, End: at, Status: "prepared", Marks: map[string]*Mark{}}
-		f.calls = append(f.calls, c)
-		f.callOf[c.EffectID] = c
-		if a := f.attempt(p.TaskID, p.Attempt, at); a != nil {
-			a.Calls = append(a.Calls, c)
+		f.runMarks = append(f.runMarks, RunMark{Kind: "resumed", At: at, Detail: "resumed after " + r.PreviousState})
+		return nil
+	}
+	if !strings.HasPrefix(e.Type, "call.") && !strings.HasPrefix(e.Type, "session.") && e.Type != vocab.TypeReplayFrames {
+		return nil
+	}
+	p, err := vocab.Payload(e)
+	if err != nil {
+		return err
+	}
+	switch p := p.(type) {
+	case vocab.CallPrepared:
+		f.callPrepared(p, at)
+	case vocab.CallTransition:
+		// A log written before moves rode on facts; taken by f.moved below.
+	case vocab.CallResult:
+		f.callMark(p.EffectID, MarkResult, at)
+		if c := f.callOf[p.EffectID]; c != nil {
+			c.polled(p.Polls, time.Time{})
 		}
-	case projector.TypeCallTransition:
-		var t projector.CallTransition
-		if err := e.Decode(&t); err != nil {
-			return err
+	case vocab.CallTaskStatus:
+		if c := f.callOf[p.EffectID]; c != nil {
+			c.polled(p.Poll, at)
 		}
-		if c := f.callOf[t.EffectID]; c != nil {
-			c.Transitions = append(c.Transitions, Transition{CallTransition: t, Seq: e.Seq, At: at})
-			c.Status, c.End = t.To, at
-			switch t.To {
-			case "reconnecting":
-				c.lost(c.gen, at) // the generation it was on, before this move
-			case "redispatched":
-				c.mark(MarkRedispatch, at)
-			}
-			if t.Generation > 0 {
-				c.gen = t.Generation
-			}
-		}
-	case projector.TypeCallResult:
-		var r struct {
-			EffectID string `json:"effectId"`
-			Polls    int    `json:"polls"`
-		}
-		if err := e.Decode(&r); err != nil {
-			return err
-		}
-		f.callMark(r.EffectID, MarkResult, at)
-		if c := f.callOf[r.EffectID]; c != nil {
-			c.polled(r.Polls, time.Time{})
-		}
-	case projector.TypeCallTaskStatus:
-		var s projector.CallTaskStatus
-		if err := e.Decode(&s); err != nil {
-			return err
-		}
-		if c := f.callOf[s.EffectID]; c != nil {
-			c.polled(s.Poll, at)
-		}
-	case projector.TypeCallError:
-		var ce projector.CallError
-		if err := e.Decode(&ce); err != nil {
-			return err
-		}
-		if c := f.callOf[ce.EffectID]; c != nil {
-			c.mark(MarkError, at)
-			if ce.Kind == errSessionExpired { // lost even when the call cannot be resent (it ends uncertain)
-				c.lost(c.gen, at)
-			}
-			if len(c.Errors) < maxPoints {
-				c.Errors = append(c.Errors, ce)
-			}
-		}
-	case projector.TypeReplayFrames:
-		var r projector.ReplayFrames
-		if err := e.Decode(&r); err != nil {
-			return err
-		}
-		if c := f.callOf[r.EffectID]; c != nil {
+	case vocab.CallError:
+		f.callError(p, at)
+	case vocab.ReplayFrames:
+		if c := f.callOf[p.EffectID]; c != nil {
 			m := c.mark(MarkReplayed, at)
-			m.Count += int(r.Count) - 1
+			m.Count += int(p.Count) - 1
 		}
-		f.sourceRunID = r.SourceRunID
-	case projector.TypeSessionOpened:
-		var s projector.SessionOpened
-		if err := e.Decode(&s); err != nil {
-			return err
-		}
+		f.sourceRunID = p.SourceRunID
+	default:
+		f.session(e.Type, p, at)
+	}
+	return f.moved(e, p, at)
+}
+
+// callPrepared adds the call (and the session its task attaches to).
+func (f *fold) callPrepared(p vocab.CallPrepared, at time.Time) {
+	c := &Call{EffectID: p.EffectID, TaskID: p.TaskID, Attempt: p.Attempt, Server: p.Server, Tool: p.Tool,
+		Idempotency: p.Idempotency, Start: at, End: at, Status: "prepared", Marks: map[string]*Mark{}}
+	f.calls = append(f.calls, c)
+	f.callOf[c.EffectID] = c
+	f.states.Prepared(p)
+	if a := f.attempt(p.TaskID, p.Attempt, at); a != nil {
+		a.Calls = append(a.Calls, c)
+	}
+	if p.SessionFrom != "" {
+		f.session(vocab.TypeSessionAttached, vocab.SessionRef{Remote: p.Server, Generation: p.Generation, TaskID: p.TaskID, FromTaskID: p.SessionFrom}, at)
+	}
+}
+
+// callError marks an error on its call.
+func (f *fold) callError(ce vocab.CallError, at time.Time) {
+	c := f.callOf[ce.EffectID]
+	if c == nil {
+		return
+	}
+	c.mark(MarkError, at)
+	if ce.Kind == errSessionExpired { // lost even when the call cannot be resent (it ends uncertain)
+		c.lost(c.gen, at)
+	}
+	if len(c.Errors) < maxPoints {
+		c.Errors = append(c.Errors, ce)
+	}
+}
+
+// moved folds the call transition p records (a fact's move, or a
+// call.transition of an older log), after what the fact itself says.
+func (f *fold) moved(e events.Event, p any, at time.Time) error {
+	t, ok, err := f.states.Fact(e, p)
+	if !ok || err != nil {
+		return err
+	}
+	c := f.callOf[t.EffectID]
+	if c == nil {
+		return nil
+	}
+	c.Transitions = append(c.Transitions, Transition{CallTransition: t, Seq: e.Seq, At: at})
+	c.Status, c.End = t.To, at
+	switch t.To {
+	case "reconnecting":
+		c.lost(c.gen, at) // the generation it was on, before this move
+	case "redispatched":
+		c.mark(MarkRedispatch, at)
+	}
+	if t.Generation > 0 {
+		c.gen = t.Generation
+	}
+	return nil
+}
+
+// session folds the session events (and a call's attachment to one).
+func (f *fold) session(typ string, p any, at time.Time) {
+	switch s := p.(type) {
+	case vocab.SessionOpened:
 		ss := &Session{Remote: s.Remote, Generation: s.Generation, TaskID: s.TaskID, URL: s.URL, ProtocolVersion: s.ProtocolVersion,
 			SessionIDDigest: s.SessionIDDigest, Opened: at, SourceRunID: s.SourceRunID}
 		f.sessions = append(f.sessions, ss)
@@ -280,38 +307,23 @@ func (f *fold) add(e events.Event) error {
 			l := f.lane(s.TaskID)
 			l.Marks = append(l.Marks, LaneMark{Kind: "session", At: at, Detail: fmt.Sprintf("session %s generation %d opened (%s)", s.Remote, s.Generation, s.ProtocolVersion)})
 		}
-	case projector.TypeSessionCatalog:
-		var s projector.SessionCatalog
-		if err := e.Decode(&s); err != nil {
-			return err
-		}
+	case vocab.SessionCatalog:
 		if ss := f.sessionOf[sessionKey(s.Remote, s.Generation)]; ss != nil {
 			ss.CatalogDigest, ss.ToolCount, ss.Warnings = s.CatalogDigest, len(s.Tools), s.Warnings
 			ss.Tools = s.Tools[:min(len(s.Tools), maxTools)]
 		}
-	case projector.TypeSessionExpired, projector.TypeSessionAttached:
-		var s projector.SessionRef
-		if err := e.Decode(&s); err != nil {
-			return err
-		}
+	case vocab.SessionRef:
 		ss := f.sessionOf[sessionKey(s.Remote, s.Generation)]
 		if ss == nil {
-			break
+			return
 		}
-		if e.Type == projector.TypeSessionExpired {
+		if typ == vocab.TypeSessionExpired {
 			t := at
 			ss.Expired = &t
-		} else if len(ss.Attached) < maxTools {
+		} else if typ == vocab.TypeSessionAttached && len(ss.Attached) < maxTools {
 			ss.Attached = append(ss.Attached, s.TaskID)
 		}
-	case projector.TypeRunResumed:
-		var r projector.RunResumed
-		if err := e.Decode(&r); err != nil {
-			return err
-		}
-		f.runMarks = append(f.runMarks, RunMark{Kind: "resumed", At: at, Detail: "resumed after " + r.PreviousState})
 	}
-	return nil
 }
 
 // progressPrefix opens a progress notification frame as agentctl writes it.
@@ -329,10 +341,10 @@ func (f *fold) frame(e events.Event, at time.Time) error {
 		return nil
 	}
 	switch e.Type {
-	case projector.FramePrefix + "resume":
+	case vocab.FramePrefix + "resume":
 		c.mark(MarkResumed, at)
 		return nil
-	case projector.FramePrefix + "request", projector.FramePrefix + "notification":
+	case vocab.FramePrefix + "request", vocab.FramePrefix + "notification":
 	default:
 		return nil
 	}
@@ -347,7 +359,7 @@ func (f *fold) frame(e events.Event, at time.Time) error {
 		c.mark(MarkProgress, at)
 		return nil
 	}
-	h, err := projector.DecodeFrameHeader(e)
+	h, err := vocab.DecodeFrameHeader(e)
 	if err != nil {
 		return err
 	}
@@ -359,21 +371,21 @@ func (f *fold) frame(e events.Event, at time.Time) error {
 	case h.Dir == "in" && h.Method == "notifications/progress":
 		c.mark(MarkProgress, at)
 	}
-	return nil
+	return f.moved(e, h, at) // the request carries the move it makes
 }
 
 func (f *fold) task(typ string, t taskRef, at time.Time) {
 	l := f.lane(t.TaskID)
 	switch typ {
-	case projector.TypeTaskStarted:
+	case vocab.TypeTaskStarted:
 		l.Attempts = append(l.Attempts, &Attempt{Attempt: t.Attempt, Server: t.Server, Tool: t.Tool, Start: at, End: at, State: "running"})
-	case projector.TypeTaskFinished:
+	case vocab.TypeTaskFinished:
 		if a := f.attempt(t.TaskID, t.Attempt, at); a != nil {
 			a.End, a.Finished, a.State, a.Error = at, true, t.State, t.Error
 		}
-	case projector.TypeTaskSkipped:
+	case vocab.TypeTaskSkipped:
 		l.Marks = append(l.Marks, LaneMark{Kind: "skipped", At: at, Detail: firstOf(t.Reason, t.Error)})
-	case projector.TypeTaskRetry:
+	case vocab.TypeTaskRetry:
 		l.Marks = append(l.Marks, LaneMark{Kind: "retry", At: at, Detail: firstOf(t.Reason, t.Error)})
 	}
 }

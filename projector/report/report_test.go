@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/projector"
 )
@@ -71,17 +72,17 @@ func TestBuildOverlapSkipRetryUnknown(t *testing.T) {
 
 func testBuildOverlapSkipRetryUnknown(t *testing.T, db *events.DB) {
 	const run = "run-synthetic"
-	appendOne(t, db, run, "run", projector.TypeRunCreated, projector.RunCreated{RunID: run, Workflow: "w", Digest: "sha256:00", Mode: "run"})
-	appendOne(t, db, run, "task/a/1", projector.TypeTaskStarted, projector.TaskStarted{TaskID: "a", Attempt: 1, Server: "s", Tool: "x"})
-	appendOne(t, db, run, "task/b/1", projector.TypeTaskStarted, projector.TaskStarted{TaskID: "b", Attempt: 1, Server: "s", Tool: "y"})
-	appendOne(t, db, run, "task/a/1", projector.TypeTaskFinished, projector.TaskFinished{TaskID: "a", Attempt: 1, State: "failed", Error: "boom"})
-	appendOne(t, db, run, "task/a", projector.TypeTaskRetry, map[string]any{"taskId": "a", "attempt": 2, "reason": "backoff 1s"})
+	appendOne(t, db, run, "run", vocab.TypeRunCreated, vocab.RunCreated{RunID: run, Workflow: "w", Digest: "sha256:00", Mode: "run"})
+	appendOne(t, db, run, "task/a/1", vocab.TypeTaskStarted, vocab.TaskStarted{TaskID: "a", Attempt: 1, Server: "s", Tool: "x"})
+	appendOne(t, db, run, "task/b/1", vocab.TypeTaskStarted, vocab.TaskStarted{TaskID: "b", Attempt: 1, Server: "s", Tool: "y"})
+	appendOne(t, db, run, "task/a/1", vocab.TypeTaskFinished, vocab.TaskFinished{TaskID: "a", Attempt: 1, State: "failed", Error: "boom"})
+	appendOne(t, db, run, "task/a", vocab.TypeTaskRetry, map[string]any{"taskId": "a", "attempt": 2, "reason": "backoff 1s"})
 	appendOne(t, db, run, "future", "future.kind", map[string]any{"anything": []int{1, 2}})
-	appendOne(t, db, run, "task/a/2", projector.TypeTaskStarted, projector.TaskStarted{TaskID: "a", Attempt: 2, Server: "s", Tool: "x"})
-	appendOne(t, db, run, "task/b/1", projector.TypeTaskFinished, projector.TaskFinished{TaskID: "b", Attempt: 1, State: "succeeded"})
-	appendOne(t, db, run, "task/c", projector.TypeTaskSkipped, map[string]any{"taskId": "c", "reason": "a failed"})
-	appendOne(t, db, run, "task/a/2", projector.TypeTaskFinished, projector.TaskFinished{TaskID: "a", Attempt: 2, State: "succeeded"})
-	appendOne(t, db, run, "run", projector.TypeRunFinished, projector.RunFinished{State: "succeeded"})
+	appendOne(t, db, run, "task/a/2", vocab.TypeTaskStarted, vocab.TaskStarted{TaskID: "a", Attempt: 2, Server: "s", Tool: "x"})
+	appendOne(t, db, run, "task/b/1", vocab.TypeTaskFinished, vocab.TaskFinished{TaskID: "b", Attempt: 1, State: "succeeded"})
+	appendOne(t, db, run, "task/c", vocab.TypeTaskSkipped, map[string]any{"taskId": "c", "reason": "a failed"})
+	appendOne(t, db, run, "task/a/2", vocab.TypeTaskFinished, vocab.TaskFinished{TaskID: "a", Attempt: 2, State: "succeeded"})
+	appendOne(t, db, run, "run", vocab.TypeRunFinished, vocab.RunFinished{State: "succeeded"})
 
 	r, err := Build(context.Background(), db, run, Options{})
 	if err != nil {
@@ -140,12 +141,12 @@ func TestBuildLiveRun(t *testing.T) {
 
 func testBuildLiveRun(t *testing.T, db *events.DB) {
 	const run = "run-live"
-	appendOne(t, db, run, "run", projector.TypeRunCreated, projector.RunCreated{RunID: run, Workflow: "w", Digest: "sha256:00", Mode: "run"})
-	appendOne(t, db, run, "task/a/1", projector.TypeTaskStarted, projector.TaskStarted{TaskID: "a", Attempt: 1, Server: "s", Tool: "x"})
-	appendOne(t, db, run, "call/e1", projector.TypeCallPrepared, projector.CallPrepared{EffectID: "e1", TaskID: "a", Attempt: 1, Server: "s", Tool: "x", Idempotency: "pure"})
-	appendOne(t, db, run, "call/e1", projector.TypeCallTransition, projector.CallTransition{EffectID: "e1", From: "prepared", To: "dispatched", Trigger: "dispatch"})
-	appendOne(t, db, run, "call/e1", projector.FramePrefix+"notification", projector.Frame{Dir: "in", Kind: "notification", Method: "notifications/progress", TaskID: "a", Attempt: 1, EffectID: "e1", Body: []byte(`{}`)})
-	appendOne(t, db, run, "call/e1", projector.FramePrefix+"notification", projector.Frame{Dir: "in", Kind: "notification", Method: "notifications/progress", TaskID: "a", Attempt: 1, EffectID: "e1", Body: []byte(`{}`)})
+	appendOne(t, db, run, "run", vocab.TypeRunCreated, vocab.RunCreated{RunID: run, Workflow: "w", Digest: "sha256:00", Mode: "run"})
+	appendOne(t, db, run, "task/a/1", vocab.TypeTaskStarted, vocab.TaskStarted{TaskID: "a", Attempt: 1, Server: "s", Tool: "x"})
+	appendOne(t, db, run, "call/e1", vocab.TypeCallPrepared, vocab.CallPrepared{EffectID: "e1", TaskID: "a", Attempt: 1, Server: "s", Tool: "x", Idempotency: "pure"})
+	appendOne(t, db, run, "call/e1", vocab.TypeCallTransition, vocab.CallTransition{EffectID: "e1", From: "prepared", To: "dispatched", Trigger: "dispatch"})
+	appendOne(t, db, run, "call/e1", vocab.FramePrefix+"notification", vocab.Frame{Dir: "in", Kind: "notification", Method: "notifications/progress", TaskID: "a", Attempt: 1, EffectID: "e1", Body: []byte(`{}`)})
+	appendOne(t, db, run, "call/e1", vocab.FramePrefix+"notification", vocab.Frame{Dir: "in", Kind: "notification", Method: "notifications/progress", TaskID: "a", Attempt: 1, EffectID: "e1", Body: []byte(`{}`)})
 	r, err := Build(context.Background(), db, run, Options{RedispatchBudget: func(string) int { return 1 }})
 	if err != nil {
 		t.Fatal(err)

@@ -1,45 +1,40 @@
 package telemetry
 
 import (
+	"strings"
+
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 )
 
-// decode is the one place this package reads event payloads: it returns
-// the typed payload of the event types the fold uses, nil for the others.
-// (When the vocabulary moves to its own package, only this file changes.)
+// used are the event types the fold reads (besides frames and
+// run.resumed): the ones it folds into spans, and every fact that may
+// carry a call's move.
+var used = map[string]bool{
+	vocab.TypeRunCreated: true, vocab.TypeRunFinished: true, vocab.TypeTaskStarted: true, vocab.TypeTaskFinished: true,
+	vocab.TypeSessionOpened: true, vocab.TypeSessionExpired: true, vocab.TypeCallPrepared: true,
+	vocab.TypeCallTransition: true, vocab.TypeCallError: true, vocab.TypeCallResult: true, vocab.TypeCallReconciled: true,
+	vocab.TypeCallTaskAccepted: true, vocab.TypeCallTaskStatus: true, vocab.TypeCallTaskCancel: true, vocab.TypeReplayFrames: true,
+}
+
+// decode is the one place this package reads event payloads: the typed
+// payload (vocab.Payload) of the event types the fold uses, nil for the
+// others.
 func decode(e events.Event) (any, error) {
-	var v any
-	switch e.Type {
-	case projector.TypeRunCreated:
-		v = &projector.RunCreated{}
-	case projector.TypeRunFinished:
-		v = &projector.RunFinished{}
-	case projector.TypeRunResumed:
-		return runResumed{}, nil
-	case projector.TypeTaskStarted:
-		v = &projector.TaskStarted{}
-	case projector.TypeTaskFinished:
-		v = &projector.TaskFinished{}
-	case projector.TypeSessionOpened:
-		v = &projector.SessionOpened{}
-	case projector.TypeSessionExpired:
-		v = &projector.SessionRef{}
-	case projector.TypeCallPrepared:
-		v = &projector.CallPrepared{}
-	case projector.TypeCallTransition:
-		v = &projector.CallTransition{}
-	case projector.TypeCallError:
-		v = &projector.CallError{}
-	case projector.FramePrefix + "request", projector.FramePrefix + "response", projector.FramePrefix + "http_error":
-		v = &projector.Frame{}
-	default:
+	if e.Type == vocab.TypeRunResumed {
+		return runResumed{}, nil // its payload is not read
+	}
+	if vocab.IsFrame(e.Type) {
+		switch strings.TrimPrefix(e.Type, vocab.FramePrefix) {
+		case "request", "response", "http_error":
+			return vocab.DecodeFrame(e)
+		}
 		return nil, nil
 	}
-	if err := e.Decode(v); err != nil {
-		return nil, err
+	if !used[e.Type] {
+		return nil, nil
 	}
-	return v, nil
+	return vocab.Payload(e)
 }
 
 // runResumed stands for a run.resumed event (its payload is not read).
@@ -47,9 +42,12 @@ type runResumed struct{}
 
 // runCreatedOf decodes a run.created event; nil for any other event or a
 // payload that does not decode.
-func runCreatedOf(e events.Event) *projector.RunCreated {
-	var c projector.RunCreated
-	if e.Type != projector.TypeRunCreated || e.Decode(&c) != nil {
+func runCreatedOf(e events.Event) *vocab.RunCreated {
+	if e.Type != vocab.TypeRunCreated {
+		return nil
+	}
+	c, err := vocab.Decode[vocab.RunCreated](e)
+	if err != nil {
 		return nil
 	}
 	return &c

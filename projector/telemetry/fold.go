@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/termtext"
-	"github.com/agentctl/agentctl/projector"
 )
 
 // Bounds on what a span carries from remote or workflow text.
@@ -91,7 +91,7 @@ type fold struct {
 	tasks    map[string]*span  // taskID/attempt → open span
 	reqs     map[string]*request
 	pending  map[string]*request // effect → tools/call answered, waiting for its state
-	calls    map[string]*projector.CallPrepared
+	calls    map[string]*vocab.CallPrepared
 	first    map[string]trace.SpanID // effect → its first request span
 	sessions map[string]*session     // remote/generation
 	tools    map[string]bool
@@ -103,7 +103,7 @@ type fold struct {
 func newFold(runID string, mark int64, emit func(*span), measure func(point)) *fold {
 	return &fold{runID: runID, traceID: TraceID(runID), mark: mark, emit: emit, measure: measure,
 		servers: map[string]string{}, tasks: map[string]*span{}, reqs: map[string]*request{}, pending: map[string]*request{},
-		calls: map[string]*projector.CallPrepared{}, first: map[string]trace.SpanID{}, sessions: map[string]*session{}, tools: map[string]bool{}}
+		calls: map[string]*vocab.CallPrepared{}, first: map[string]trace.SpanID{}, sessions: map[string]*session{}, tools: map[string]bool{}}
 }
 
 func (f *fold) runAttr() attribute.KeyValue { return attribute.String("agentctl.run.id", f.runID) }
@@ -128,8 +128,8 @@ func (f *fold) add(e events.Event) {
 		return
 	}
 	switch p := v.(type) {
-	case *projector.RunCreated:
-		f.runCreated(p, at)
+	case vocab.RunCreated:
+		f.runCreated(&p, at)
 	case runResumed:
 		f.interrupted(e.Seq, "interrupted")
 		if f.run != nil {
@@ -140,14 +140,14 @@ func (f *fold) add(e events.Event) {
 				kind: trace.SpanKindInternal, start: at, attrs: f.run.attrs[:2:2]}
 			f.runEnded = false
 		}
-	case *projector.RunFinished:
-		f.runFinished(p, at, e.Seq)
-	case *projector.TaskStarted:
+	case vocab.RunFinished:
+		f.runFinished(&p, at, e.Seq)
+	case vocab.TaskStarted:
 		f.tasks[taskKey(p.TaskID, p.Attempt)] = &span{name: "task " + bounded(p.TaskID, maxToolName), id: spanID("agentctl.task", f.runID, p.TaskID, strconv.Itoa(p.Attempt)),
 			parent: f.runSpanID(), kind: trace.SpanKindInternal, start: at,
 			attrs: []attribute.KeyValue{f.runAttr(), attribute.String("agentctl.task.id", bounded(p.TaskID, maxToolName)), attribute.Int("agentctl.task.attempt", p.Attempt),
 				attribute.String("agentctl.remote", bounded(p.Server, maxToolName)), attribute.String("gen_ai.tool.name", f.tool(p.Tool)), attribute.String("agentctl.idempotency", p.Idempotency)}}
-	case *projector.TaskFinished:
+	case vocab.TaskFinished:
 		k := taskKey(p.TaskID, p.Attempt)
 		if sp := f.tasks[k]; sp != nil {
 			for _, r := range f.reqs { // sent, never answered: the attempt ended on its failure
@@ -168,33 +168,36 @@ func (f *fold) add(e events.Event) {
 			delete(f.tasks, k)
 			f.done(sp, e.Seq)
 		}
-	case *projector.SessionOpened:
+	case vocab.SessionOpened:
 		s := &session{opened: at, proto: p.ProtocolVersion}
 		s.transport, s.addr, s.port = endpoint(p.URL)
 		f.sessions[sessKey(p.Remote, p.Generation)] = s
-	case *projector.SessionRef: // session.expired
+	case vocab.SessionRef: // session.expired
 		f.endSession(sessKey(p.Remote, p.Generation), at, e.Seq, "session_expired")
-	case *projector.CallPrepared:
-		f.calls[p.EffectID] = p
-	case *projector.CallError:
+	case vocab.CallPrepared:
+		f.calls[p.EffectID] = &p
+	case vocab.CallError:
 		for _, r := range f.reqs {
 			if r.effect == p.EffectID && !r.answered {
 				r.errType = bounded(p.Kind, maxToolName)
 				f.answer(r, at, e.Seq)
 			}
 		}
-	case *projector.CallTransition:
-		if r := f.pending[p.EffectID]; r != nil {
-			delete(f.pending, p.EffectID)
-			r.sp.attrs = append(r.sp.attrs, attribute.String("agentctl.call.state", p.To))
+	case vocab.Frame:
+		f.frame(e, &p, at)
+	}
+	// A call's move (a call.transition, or the move its fact carries)
+	// ends the tools/call span waiting for the call's next state.
+	if t, ok := vocab.MoveOf(v); ok {
+		if r := f.pending[t.EffectID]; r != nil {
+			delete(f.pending, t.EffectID)
+			r.sp.attrs = append(r.sp.attrs, attribute.String("agentctl.call.state", t.To))
 			f.finishRequest(r, e.Seq)
 		}
-	case *projector.Frame:
-		f.frame(e, p, at)
 	}
 }
 
-func (f *fold) runCreated(p *projector.RunCreated, at time.Time) {
+func (f *fold) runCreated(p *vocab.RunCreated, at time.Time) {
 	for name, u := range p.Servers {
 		f.servers[name] = u
 	}
@@ -219,7 +222,7 @@ func (f *fold) runSpanID() trace.SpanID {
 	return spanID("agentctl.run", f.runID)
 }
 
-func (f *fold) runFinished(p *projector.RunFinished, at time.Time, seq int64) {
+func (f *fold) runFinished(p *vocab.RunFinished, at time.Time, seq int64) {
 	f.interrupted(seq, "")
 	for k := range f.sessions {
 		f.endSession(k, at, seq, "")
@@ -264,7 +267,7 @@ func (f *fold) interrupted(seq int64, sessErr string) {
 	}
 }
 
-func (f *fold) frame(e events.Event, p *projector.Frame, at time.Time) {
+func (f *fold) frame(e events.Event, p *vocab.Frame, at time.Time) {
 	key := reqKey(p.Remote, p.Generation, p.ID)
 	if p.Dir == "out" && p.Kind == "request" {
 		f.request(e, p, key, at)
@@ -305,7 +308,7 @@ func (f *fold) frame(e events.Event, p *projector.Frame, at time.Time) {
 	f.answer(r, at, e.Seq)
 }
 
-func (f *fold) request(e events.Event, p *projector.Frame, key string, at time.Time) {
+func (f *fold) request(e events.Event, p *vocab.Frame, key string, at time.Time) {
 	sid := spanID("agentctl.request", f.runID, seqString(e.Seq))
 	var body struct {
 		Params struct {

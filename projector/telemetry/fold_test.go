@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 )
 
 // logb builds a run's events by hand, 10 ms apart.
@@ -35,7 +35,7 @@ func (l *logb) add(typ string, payload any) *logb {
 }
 
 func (l *logb) frame(dir, kind, method string, id int, gen int, task string, effect, body string) *logb {
-	return l.add(projector.FramePrefix+kind, projector.Frame{Dir: dir, Kind: kind, Method: method, ID: json.RawMessage(fmt.Sprint(id)),
+	return l.add(vocab.FramePrefix+kind, vocab.Frame{Dir: dir, Kind: kind, Method: method, ID: json.RawMessage(fmt.Sprint(id)),
 		Remote: "r", Generation: gen, TaskID: task, Attempt: 1, EffectID: effect, Body: json.RawMessage(body)})
 }
 
@@ -75,26 +75,26 @@ func named(spans []*span, name string) []*span {
 // and succeeds; then a second call answered with a JSON-RPC error.
 func callLog() *logb {
 	l := newLog("run-1")
-	l.add(projector.TypeRunCreated, projector.RunCreated{RunID: "run-1", Workflow: "wf", Servers: map[string]string{"r": "http://127.0.0.1:9/mcp"}})
-	l.add(projector.TypeTaskStarted, projector.TaskStarted{TaskID: "a", Attempt: 1, Server: "r", Tool: "t"})
-	l.add(projector.TypeSessionOpened, projector.SessionOpened{Remote: "r", URL: "http://127.0.0.1:9/mcp", Generation: 1, ProtocolVersion: "2025-11-25"})
-	l.add(projector.TypeCallPrepared, projector.CallPrepared{EffectID: "e1", TaskID: "a", Attempt: 1, Tool: "t", Idempotency: "idempotent"})
+	l.add(vocab.TypeRunCreated, vocab.RunCreated{RunID: "run-1", Workflow: "wf", Servers: map[string]string{"r": "http://127.0.0.1:9/mcp"}})
+	l.add(vocab.TypeTaskStarted, vocab.TaskStarted{TaskID: "a", Attempt: 1, Server: "r", Tool: "t"})
+	l.add(vocab.TypeSessionOpened, vocab.SessionOpened{Remote: "r", URL: "http://127.0.0.1:9/mcp", Generation: 1, ProtocolVersion: "2025-11-25"})
+	l.add(vocab.TypeCallPrepared, vocab.CallPrepared{EffectID: "e1", TaskID: "a", Attempt: 1, Tool: "t", Idempotency: "idempotent"})
 	l.frame("out", "request", "tools/call", 3, 1, "a", "e1", `{"params":{}}`)
-	l.add(projector.TypeCallError, projector.CallError{EffectID: "e1", Kind: "timeout", Message: "no answer"})
-	l.add(projector.TypeCallTransition, projector.CallTransition{EffectID: "e1", From: "dispatched", To: "reconnecting"})
-	l.add(projector.TypeSessionExpired, projector.SessionRef{Remote: "r", Generation: 1})
-	l.add(projector.TypeSessionOpened, projector.SessionOpened{Remote: "r", URL: "http://127.0.0.1:9/mcp", Generation: 2, ProtocolVersion: "2025-11-25"})
+	l.add(vocab.TypeCallError, vocab.CallError{EffectID: "e1", Kind: "timeout", Message: "no answer"})
+	l.add(vocab.TypeCallTransition, vocab.CallTransition{EffectID: "e1", From: "dispatched", To: "reconnecting"})
+	l.add(vocab.TypeSessionExpired, vocab.SessionRef{Remote: "r", Generation: 1})
+	l.add(vocab.TypeSessionOpened, vocab.SessionOpened{Remote: "r", URL: "http://127.0.0.1:9/mcp", Generation: 2, ProtocolVersion: "2025-11-25"})
 	l.frame("out", "request", "tools/call", 5, 2, "a", "e1", `{"params":{}}`)
 	l.frame("in", "response", "", 5, 2, "a", "e1", `{"jsonrpc":"2.0","id":5,"result":{"content":[]}}`)
-	l.add(projector.TypeCallTransition, projector.CallTransition{EffectID: "e1", From: "redispatched", To: "succeeded"})
-	l.add(projector.TypeTaskFinished, projector.TaskFinished{TaskID: "a", Attempt: 1, State: "succeeded"})
-	l.add(projector.TypeTaskStarted, projector.TaskStarted{TaskID: "b", Attempt: 1, Server: "r", Tool: "t"})
-	l.add(projector.TypeCallPrepared, projector.CallPrepared{EffectID: "e2", TaskID: "b", Attempt: 1, Tool: "t", Idempotency: "keyed"})
+	l.add(vocab.TypeCallTransition, vocab.CallTransition{EffectID: "e1", From: "redispatched", To: "succeeded"})
+	l.add(vocab.TypeTaskFinished, vocab.TaskFinished{TaskID: "a", Attempt: 1, State: "succeeded"})
+	l.add(vocab.TypeTaskStarted, vocab.TaskStarted{TaskID: "b", Attempt: 1, Server: "r", Tool: "t"})
+	l.add(vocab.TypeCallPrepared, vocab.CallPrepared{EffectID: "e2", TaskID: "b", Attempt: 1, Tool: "t", Idempotency: "keyed"})
 	l.frame("out", "request", "tools/call", 6, 2, "b", "e2", `{"params":{}}`)
 	l.frame("in", "response", "", 6, 2, "b", "e2", `{"jsonrpc":"2.0","id":6,"error":{"code":-32602,"message":"bad"}}`)
-	l.add(projector.TypeCallTransition, projector.CallTransition{EffectID: "e2", From: "dispatched", To: "failed"})
-	l.add(projector.TypeTaskFinished, projector.TaskFinished{TaskID: "b", Attempt: 1, State: "failed", Error: "bad"})
-	l.add(projector.TypeRunFinished, projector.RunFinished{State: "failed", Error: "task b failed", ExitCode: 4})
+	l.add(vocab.TypeCallTransition, vocab.CallTransition{EffectID: "e2", From: "dispatched", To: "failed"})
+	l.add(vocab.TypeTaskFinished, vocab.TaskFinished{TaskID: "b", Attempt: 1, State: "failed", Error: "bad"})
+	l.add(vocab.TypeRunFinished, vocab.RunFinished{State: "failed", Error: "task b failed", ExitCode: 4})
 	return l
 }
 
@@ -158,13 +158,13 @@ func TestFold_MarkSkipsExported(t *testing.T) {
 // names are bounded in length and in number per run.
 func TestFold_BoundsText(t *testing.T) {
 	l := newLog("run-2")
-	l.add(projector.TypeRunCreated, projector.RunCreated{RunID: "run-2", Workflow: "w\x1b[31m\u202e" + strings.Repeat("x", 300)})
+	l.add(vocab.TypeRunCreated, vocab.RunCreated{RunID: "run-2", Workflow: "w\x1b[31m\u202e" + strings.Repeat("x", 300)})
 	for i := 0; i < maxToolNames+6; i++ {
 		task := fmt.Sprint("t", i)
-		l.add(projector.TypeTaskStarted, projector.TaskStarted{TaskID: task, Attempt: 1, Tool: fmt.Sprint("tool-", i, strings.Repeat("y", 100))})
-		l.add(projector.TypeTaskFinished, projector.TaskFinished{TaskID: task, Attempt: 1, State: "failed", Error: "boom\x07\u2066" + strings.Repeat("z", 500)})
+		l.add(vocab.TypeTaskStarted, vocab.TaskStarted{TaskID: task, Attempt: 1, Tool: fmt.Sprint("tool-", i, strings.Repeat("y", 100))})
+		l.add(vocab.TypeTaskFinished, vocab.TaskFinished{TaskID: task, Attempt: 1, State: "failed", Error: "boom\x07\u2066" + strings.Repeat("z", 500)})
 	}
-	l.add(projector.TypeRunFinished, projector.RunFinished{State: "failed", Error: "x"})
+	l.add(vocab.TypeRunFinished, vocab.RunFinished{State: "failed", Error: "x"})
 	spans, _ := l.fold(0)
 	tools := map[string]bool{}
 	for _, s := range spans {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 )
 
 // exportEvery is how often a live pipeline sends what it folded.
@@ -193,7 +193,7 @@ func (p *Pipeline) foldOne(e events.Event) {
 	}
 	r.f.add(e)
 	p.marks[e.RunID] = e.Seq
-	if e.Type == projector.TypeRunFinished {
+	if e.Type == vocab.TypeRunFinished {
 		p.cut(false)
 		delete(p.runs, e.RunID)
 		p.traceMu.Lock()

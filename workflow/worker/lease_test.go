@@ -55,7 +55,7 @@ func TestWorker_LeaseTakeover(t *testing.T) {
 	}
 	// A's log ends at the request it sent: neither the response nor an
 	// outcome was written after the lease passed on.
-	if lines := describeRun(t, a, id); lines[len(lines)-1] != "mcp.request out tools/call" {
+	if lines := describeRun(t, a, id); lines[len(lines)-1] != "mcp.request out tools/call prepared->dispatched" {
 		t.Fatalf("A wrote past its lease: the log ends %q", lines[len(lines)-1])
 	}
 

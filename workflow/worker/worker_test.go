@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/internal/testkit"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/worker"
@@ -99,8 +99,8 @@ func TestWorker_RunsQueuedRunsConcurrently(t *testing.T) {
 			if err := events.Verify(evs); err != nil {
 				t.Fatal(err)
 			}
-			var st projector.RunStarted
-			if evs[1].Type != projector.TypeRunStarted || evs[1].Decode(&st) != nil || st.Worker != "test-worker" {
+			var st vocab.RunStarted
+			if evs[1].Type != vocab.TypeRunStarted || evs[1].Decode(&st) != nil || st.Worker != "test-worker" {
 				t.Fatalf("run %s: second event %s %s", r.RunID, evs[1].Type, evs[1].Payload)
 			}
 		}

@@ -1,4 +1,4 @@
-package projector
+package vocab
 
 import (
 	"encoding/json"
@@ -43,7 +43,7 @@ func BenchmarkDecodeFrameHeader(b *testing.B) {
 func BenchmarkDecodeFrameKey(b *testing.B) {
 	e := benchFrame(b)
 	for b.Loop() {
-		if _, err := decodeFrameKey(e); err != nil {
+		if _, err := DecodeFrameKey(e); err != nil {
 			b.Fatal(err)
 		}
 	}

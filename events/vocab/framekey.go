@@ -1,38 +1,38 @@
-package projector
+package vocab
 
 import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/internal/jsonscan"
 )
 
-// frameKey is the part of a Frame that says which attempt it belongs to.
-type frameKey struct {
+// FrameKey is the part of a Frame that says which attempt it belongs to.
+type FrameKey struct {
 	TaskID  string `json:"taskId"`
 	Attempt int    `json:"attempt"`
 }
 
-// decodeFrameKey reads taskId and attempt from a frame payload. Frames are
+// DecodeFrameKey reads taskId and attempt from a frame payload. Frames are
 // written with those members before "body", so the common case reads a
 // short prefix of the payload and never scans the remote body; any payload
 // whose top level is not the plain shape this expects (escapes in a key or
 // in taskId, a non-integer attempt, duplicates, malformed text) is decoded
 // by encoding/json instead, with its errors.
-func decodeFrameKey(e events.Event) (frameKey, error) {
+func DecodeFrameKey(e events.Event) (FrameKey, error) {
 	p, err := e.Plaintext()
 	if err != nil {
-		return frameKey{}, err
+		return FrameKey{}, err
 	}
 	if k, ok := scanFrameKey(p); ok {
 		return k, nil
 	}
-	var k frameKey
+	var k FrameKey
 	return k, e.Decode(&k)
 }
 
 // scanFrameKey parses the top-level members of the object p up to the
 // point where taskId and attempt are both known (or the object ends); ok is
 // false whenever it meets anything it does not handle exactly.
-func scanFrameKey(p string) (k frameKey, ok bool) {
+func scanFrameKey(p string) (k FrameKey, ok bool) {
 	i := jsonscan.SkipSpace(p, 0)
 	if i >= len(p) || p[i] != '{' {
 		return k, false

@@ -1,4 +1,4 @@
-package projector
+package vocab
 
 import (
 	"encoding/json"
@@ -38,7 +38,7 @@ func TestScanFrameKey(t *testing.T) {
 		if !ok {
 			continue
 		}
-		var want frameKey
+		var want FrameKey
 		if err := json.Unmarshal([]byte(tc.in), &want); err != nil {
 			t.Errorf("scanFrameKey(%s) accepted invalid JSON: %v", tc.in, err)
 		} else if k != want {

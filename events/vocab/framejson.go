@@ -1,4 +1,4 @@
-package projector
+package vocab
 
 import (
 	"bytes"
@@ -54,6 +54,9 @@ func (f Frame) AppendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, `,"effectId":`...)
 		dst = canonjson.AppendString(dst, f.EffectID)
 	}
+	if m := f.Move; m != nil {
+		dst = m.appendJSON(append(dst, `,"move":`...))
+	}
 	dst = append(dst, `,"body":`...)
 	if f.Body == nil {
 		dst = append(dst, "null"...)
@@ -64,6 +67,25 @@ func (f Frame) AppendJSON(dst []byte) ([]byte, error) {
 }
 
 var _ events.PayloadAppender = Frame{}
+
+// appendJSON appends the move as encoding/json (SetEscapeHTML(false)) writes it.
+func (m *Move) appendJSON(dst []byte) []byte {
+	dst = append(dst, `{"to":`...)
+	dst = canonjson.AppendString(dst, m.To)
+	dst = append(dst, `,"trigger":`...)
+	dst = canonjson.AppendString(dst, m.Trigger)
+	if m.Reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = canonjson.AppendString(dst, m.Reason)
+	}
+	dst = append(dst, `,"generation":`...)
+	dst = strconv.AppendInt(dst, int64(m.Generation), 10)
+	if m.Redispatches != 0 {
+		dst = append(dst, `,"redispatches":`...)
+		dst = strconv.AppendInt(dst, int64(m.Redispatches), 10)
+	}
+	return append(dst, '}')
+}
 
 // appendCompact appends raw JSON as encoding/json writes a RawMessage:
 // compacted, HTML left alone.

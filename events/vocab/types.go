@@ -1,4 +1,10 @@
-package projector
+// Package vocab is the log's vocabulary: every event type as a named
+// constant and its payload as a Go struct, one generic decode (Decode,
+// sealed payloads opened inside it) and one dispatch by type (Payload).
+// Every reader of the log (projector, replay, resume, report, progress,
+// metrics, describe) decodes payloads here and nowhere else
+// (TestNoHandDecodeOutsideVocab).
+package vocab
 
 import "encoding/json"
 
@@ -20,7 +26,6 @@ const (
 	TypeCallResult      = "call.result"
 	TypeCallError       = "call.error"
 	TypeCallReconciled  = "call.reconciled"
-	TypeStreamTruncated = "stream.truncated"
 	TypeReplayFrames    = "replay.frames"
 	TypeAuthStep        = "auth.step"
 	FramePrefix         = "mcp."
@@ -169,9 +174,33 @@ type CallPrepared struct {
 	IdempotencyKey  string          `json:"idempotencyKey,omitempty"`
 	SourceRunID     string          `json:"sourceRunId,omitempty"`
 	SourceEffectID  string          `json:"sourceEffectId,omitempty"`
+	// State is the call's first state ("prepared"); absent in logs
+	// written before moves were recorded in facts.
+	State string `json:"state,omitempty"`
+	// SessionFrom is the task whose session (Server, Generation) this
+	// call's task uses without having opened it: what session.attached
+	// recorded before.
+	SessionFrom string `json:"sessionFrom,omitempty"`
 }
 
-// CallTransition is one move of the call state machine.
+// Move is a call's state change recorded in the fact that caused it (the
+// request frame, call.error, call.result, call.reconciled, the task
+// events): the state the machine moved the call to, by which trigger and
+// why, with the session generation and redispatch count after it. The
+// state it moved from is the one before (call.prepared's, then each
+// move's To); the machine must give To for Trigger from there, else the
+// log is corrupt.
+type Move struct {
+	To           string `json:"to"`
+	Trigger      string `json:"trigger"`
+	Reason       string `json:"reason,omitempty"`
+	Generation   int    `json:"generation"`
+	Redispatches int    `json:"redispatches,omitempty"`
+}
+
+// CallTransition is one move of the call state machine, as a log written
+// before moves rode on facts recorded it (it is no longer written when a
+// fact carries the move).
 type CallTransition struct {
 	EffectID     string `json:"effectId"`
 	From         string `json:"from"`
@@ -200,6 +229,7 @@ type CallResult struct {
 	// a resumed or replayed run concludes on it, since validating the
 	// redacted Output could decide otherwise.
 	Received *OutputCheck `json:"received,omitempty"`
+	Move     *Move        `json:"move,omitempty"`
 }
 
 // OutputCheck is an outputSchema verdict: Kind is empty when the value is
@@ -216,6 +246,7 @@ type CallError struct {
 	Message  string `json:"message"`
 	Status   int    `json:"status,omitempty"`
 	Code     int    `json:"code,omitempty"`
+	Move     *Move  `json:"move,omitempty"`
 }
 
 // CallReconciled is an operator's verdict on an uncertain call.
@@ -225,6 +256,7 @@ type CallReconciled struct {
 	Reason       string          `json:"reason"`
 	ResultDigest string          `json:"resultDigest,omitempty"`
 	Result       json.RawMessage `json:"result,omitempty"`
+	Move         *Move           `json:"move,omitempty"`
 }
 
 // ReplayFrames stands, in a replay run, for recorded frames the replay
@@ -245,6 +277,7 @@ type ReplayFrames struct {
 	Spans       [][2]int64 `json:"spans"`
 	Count       int64      `json:"count"`
 	LastHash    string     `json:"lastHash"`
+	Move        *Move      `json:"move,omitempty"`
 }
 
 // Frame is one protocol message as persisted.
@@ -260,6 +293,7 @@ type Frame struct {
 	TaskID     string          `json:"taskId,omitempty"`
 	Attempt    int             `json:"attempt,omitempty"`
 	EffectID   string          `json:"effectId,omitempty"`
+	Move       *Move           `json:"move,omitempty"`
 	Body       json.RawMessage `json:"body"`
 }
 
@@ -293,6 +327,7 @@ type CallTaskAccepted struct {
 	TTLMs           int64           `json:"ttlMs,omitempty"`
 	PollIntervalMs  int64           `json:"pollIntervalMs,omitempty"`
 	JSONRPCID       json.RawMessage `json:"jsonRpcId,omitempty"`
+	Move            *Move           `json:"move,omitempty"`
 }
 
 // CallTaskStatus is a change of the task's (status, statusMessage) seen by
@@ -309,6 +344,7 @@ type CallTaskStatus struct {
 	Poll          int    `json:"poll"`
 	Folded        int    `json:"folded,omitempty"`
 	FramesOmitted bool   `json:"framesOmitted,omitempty"`
+	Move          *Move  `json:"move,omitempty"`
 }
 
 // CallTaskCancel records a tasks/cancel (cause "user", "timeout": a
@@ -320,6 +356,7 @@ type CallTaskCancel struct {
 	Confirmed bool   `json:"confirmed"`
 	Status    string `json:"status,omitempty"`
 	Error     string `json:"error,omitempty"`
+	Move      *Move  `json:"move,omitempty"`
 }
 
 // SessionReattached records that a resumed run bound a recorded session
@@ -346,4 +383,20 @@ type AuthStep struct {
 	URL      string   `json:"url,omitempty"`
 	Method   string   `json:"method,omitempty"`
 	Detail   string   `json:"detail,omitempty"`
+}
+
+// TypeRunResumed marks where `agentctl resume` picked a run up again: the
+// same run id, the seq continuing. Everything before it still stands;
+// everything after it is the resumed process.
+const TypeRunResumed = "run.resumed"
+
+// RunResumed is the payload of run.resumed.
+type RunResumed struct {
+	// FromSeq is the last seq the resumed process found in the log.
+	FromSeq int64 `json:"fromSeq"`
+	// PreviousState is the run's state before the resume: "running" after
+	// a crash, or "uncertain" when a reconcile made a finished run resumable.
+	PreviousState string `json:"previousState"`
+	// Command names what resumed the run ("resume").
+	Command string `json:"command,omitempty"`
 }
