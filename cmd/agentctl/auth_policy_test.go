@@ -51,8 +51,8 @@ func TestCLI_AuthChallengeToRefusedHostNotFollowed(t *testing.T) {
 		Tasks:      []testkit.Task{{ID: "only", Action: "act", Idempotency: "idempotent", Tool: "act", Arguments: "{n: 1}"}},
 	}.WriteFile(t)
 	out, stderr, code := cli(t, "run", wf, "--db", db)
-	if code == 0 || !strings.Contains(stderr, `"127.0.0.2" not in network allowlist`) {
-		t.Fatalf("run: exit %d; want a failure naming host 127.0.0.2 outside the allowlist\n%s\n%s", code, out, stderr)
+	if code != 3 || !strings.Contains(stderr, `"127.0.0.2" not in network allowlist`) {
+		t.Fatalf("run: exit %d; want 3 (policy) naming host 127.0.0.2 outside the allowlist\n%s\n%s", code, out, stderr)
 	}
 	if n := internal.Load(); n != 0 {
 		t.Fatalf("the refused host got %d requests", n)
