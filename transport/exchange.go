@@ -245,7 +245,9 @@ func (x *exchange) run() (*message, error) {
 
 // authorize runs an Authorizer's answer to resp's challenge, the
 // inactivity timer paused (a login may wait for the user). Its failure is
-// KindUnauthorized: the request was refused, not executed.
+// KindUnauthorized: the request was refused, not executed; or
+// KindPolicyDenied when the network policy refused one of the OAuth
+// requests (a challenge naming a refused host).
 func (x *exchange) authorize(answer func(context.Context, *http.Response) error, resp *http.Response) error {
 	x.idle.Stop()
 	err := answer(x.rctx, resp)
@@ -254,7 +256,11 @@ func (x *exchange) authorize(answer func(context.Context, *http.Response) error,
 	// connection it closed meanwhile would reset the re-sent request.
 	x.s.c.http.CloseIdleConnections()
 	if err != nil {
-		return &Error{Op: x.op, Kind: KindUnauthorized, Status: resp.StatusCode, Sent: true,
+		kind := KindUnauthorized
+		if KindOf(err) == KindPolicyDenied {
+			kind = KindPolicyDenied
+		}
+		return &Error{Op: x.op, Kind: kind, Status: resp.StatusCode, Sent: true,
 			Message: fmt.Sprintf("http %d: authorization failed", resp.StatusCode), Err: err}
 	}
 	return nil

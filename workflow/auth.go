@@ -42,7 +42,8 @@ func OAuthConfig(wf *spec.Workflow, remote string, getenv func(string) string) (
 		grant = oauth.GrantJWTBearer
 	}
 	cfg = oauth.Config{Grant: grant, Scopes: slices.Clone(o.Scopes), DPoP: o.DPoP,
-		ClientMetadataURL: o.ClientMetadataURL, PrivateKeyAlg: o.PrivateKeyAlg}
+		ClientMetadataURL: o.ClientMetadataURL, PrivateKeyAlg: o.PrivateKeyAlg,
+		HTTPClient: transport.PolicyClient(OAuthPolicy(pol))}
 	if o.ClientID != nil {
 		cfg.ClientID = o.ClientID.Value
 		if o.ClientID.IsSecret() {
@@ -66,6 +67,20 @@ func OAuthConfig(wf *spec.Workflow, remote string, getenv func(string) string) (
 	return cfg, true, nil
 }
 
+// OAuthPolicy is the network policy of a remote's OAuth requests
+// (metadata, registration, token, and where they redirect): the remote's
+// host allowlist and private-address rule, checked on the addresses
+// resolved at connect time, and its connect timeout. Schemes and ports are
+// OAuth's own rule (https, or http on a loopback host): an authorization
+// server seldom shares the MCP server's port. A 401 naming an internal
+// address (a cloud metadata endpoint, a private service) is thus refused
+// before any byte is sent unless the policy allows private addresses, and
+// with a host allowlist only listed hosts are asked.
+func OAuthPolicy(p transport.Policy) transport.Policy {
+	return transport.Policy{NetworkAllowlist: slices.Clone(p.NetworkAllowlist), AllowPrivate: p.AllowPrivate,
+		AllowedSchemes: []string{"http", "https"}, ConnectTimeout: p.ConnectTimeout, Resolver: p.Resolver}
+}
+
 // credentialStore is the Runner's oauth.Store.
 func (r *Runner) credentialStore() oauth.Store {
 	if r.Credentials != nil {
@@ -83,6 +98,7 @@ func (rn *run) authorize(remote string, cfg *transport.Config) error {
 	if err != nil || !ok {
 		return err
 	}
+	ocfg.HTTPClient = transport.PolicyClient(OAuthPolicy(cfg.Policy)) // the connection's own policy
 	c, err := oauth.NewClient(cfg.URL, ocfg, rn.r.credentialStore(), rn.authObserver(remote), AssertionOption(rn.wf, remote, rn.r.Getenv)...)
 	if err != nil {
 		return fmt.Errorf("remote %s: auth: %w", remote, err)

@@ -89,6 +89,9 @@ func (r *Runner) RunQueued(ctx context.Context, runID, worker string) (*Result, 
 		}
 		return nil, err
 	}
+	if res := rn.requireQueuedLogins(ctx); res != nil {
+		return res, nil
+	}
 	return rn.execute(ctx), nil
 }
 

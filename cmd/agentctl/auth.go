@@ -49,6 +49,7 @@ encryption is on (agentctl db encryption enable); without encryption they are re
 func (a *app) authLoginCmd() *cobra.Command {
 	var file string
 	var of oauthFlags
+	var allowPrivate bool
 	cmd := &cobra.Command{
 		Use:   "login (-f FILE SERVER | URL)",
 		Short: "Log in to an MCP server: the authorization-code flow on a loopback redirect",
@@ -57,6 +58,9 @@ SERVER in the workflow FILE (its auth: block configures the client), or the MCP 
 (the --oauth-* flags configure it). agentctl listens on 127.0.0.1 on a random port for the
 redirect, opens $BROWSER with the authorization URL when it is set, else prints the URL to open.
 A server whose auth block uses client_credentials needs no user: login obtains its token now.
+The login's own requests (metadata, registration, token) obey the workflow's network policy
+(its host allowlist; private addresses only with allowPrivate), or for a URL go to any public
+host, private ones only with --allow-private.
 The credentials are stored in the database; runs of the workflow then use and refresh them.`,
 		Example: "  agentctl auth login -f examples/tracker.yaml tracker\n  agentctl auth login https://mcp.example.com/mcp --oauth-scope issues.read\n  BROWSER=firefox agentctl auth login -f wf.yaml docs",
 		Args:    cobra.ExactArgs(1),
@@ -66,7 +70,12 @@ The credentials are stored in the database; runs of the workflow then use and re
 			if err != nil {
 				return err
 			}
-			opts := of.ext.clientOptions()
+			if file == "" {
+				cfg.HTTPClient = oauthHTTPClient(allowPrivate)
+			} else if allowPrivate {
+				return usageErr("auth login -f: the workflow's policy (network.allowPrivate) decides; drop --allow-private")
+			}
+			opts := of.ext.clientOptions(cfg.HTTPClient)
 			if file != "" {
 				wf, err := spec.Load(file)
 				if err != nil {
@@ -93,6 +102,7 @@ The credentials are stored in the database; runs of the workflow then use and re
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "workflow file whose server SERVER to log in to")
+	cmd.Flags().BoolVar(&allowPrivate, "allow-private", false, "for a URL: let the login's requests reach loopback and private addresses (needed for 127.0.0.1)")
 	of.register(cmd)
 	return cmd
 }

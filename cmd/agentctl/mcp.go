@@ -203,7 +203,7 @@ func (a *app) mcpToolsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := a.withOAuth(&f.oauth, to); err != nil {
+			if err := a.withOAuth(&f.oauth, to, f.allowPrivate); err != nil {
 				return err
 			}
 			if err := requireSecrets(wf); err != nil {
@@ -280,7 +280,7 @@ func (a *app) mcpCallCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := a.withOAuth(&f.oauth, to); err != nil {
+			if err := a.withOAuth(&f.oauth, to, f.allowPrivate); err != nil {
 				return err
 			}
 			if elicit != nil {

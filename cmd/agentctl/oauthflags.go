@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -108,6 +109,13 @@ func openBrowser(ctx context.Context, stderr io.Writer, u string) error {
 	return nil
 }
 
+// oauthHTTPClient is the OAuth requests' client of a command given a URL
+// and --oauth-* flags: no host allowlist, private addresses (checked at
+// connect time) only with --allow-private.
+func oauthHTTPClient(allowPrivate bool) *http.Client {
+	return transport.PolicyClient(workflow.OAuthPolicy(transport.Policy{AllowPrivate: allowPrivate}))
+}
+
 // stepPrinter shows each auth step (no secret in them) on stderr.
 func stepPrinter(w io.Writer) oauth.Observer {
 	return oauth.ObserverFunc(func(_ context.Context, s oauth.Step) {
@@ -136,7 +144,9 @@ func (d oauthDialer) Dial(remote string, cfg transport.Config) (workflow.Conn, e
 
 // withOAuth sets a.dialer for an ad hoc command against serverURL when any
 // OAuth flag was given (credentials kept in memory for this command).
-func (a *app) withOAuth(o *oauthFlags, to target) error {
+// Its OAuth requests go to any host, private addresses only with
+// --allow-private (as the server's own connection).
+func (a *app) withOAuth(o *oauthFlags, to target, allowPrivate bool) error {
 	if !o.on() {
 		return nil
 	}
@@ -147,7 +157,8 @@ func (a *app) withOAuth(o *oauthFlags, to target) error {
 	if err != nil {
 		return err
 	}
-	auth, err := oauth.NewClient(to.url, cfg, oauth.NewMemStore(), stepPrinter(a.stderr), o.ext.clientOptions()...)
+	cfg.HTTPClient = oauthHTTPClient(allowPrivate)
+	auth, err := oauth.NewClient(to.url, cfg, oauth.NewMemStore(), stepPrinter(a.stderr), o.ext.clientOptions(cfg.HTTPClient)...)
 	if err != nil {
 		var ue *exitError
 		if errors.As(err, &ue) {

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -93,8 +95,9 @@ func (o *oauthExtFlags) apply(cfg *oauth.Config) error {
 }
 
 // clientOptions are the oauth.Client options of the flags: the workload
-// identity JWT, read when a token is requested (a rotated file is read afresh).
-func (o *oauthExtFlags) clientOptions() []oauth.ClientOption {
+// identity JWT, read when a token is requested (a rotated file is read
+// afresh); hc makes the IdP token exchange (no redirect followed).
+func (o *oauthExtFlags) clientOptions(hc *http.Client) []oauth.ClientOption {
 	switch {
 	case o.idpTokenURL != "":
 		name := o.idTokenEnv
@@ -103,7 +106,7 @@ func (o *oauthExtFlags) clientOptions() []oauth.ClientOption {
 				return v, nil
 			}
 			return "", fmt.Errorf("--oauth-id-token-env %s: the variable is not set", name)
-		}, nil))}
+		}, noRedirects(hc)))}
 	case o.assertionEnv != "":
 		name := o.assertionEnv
 		return []oauth.ClientOption{oauth.WithAssertion(func(context.Context, string, string) (string, error) {
@@ -123,4 +126,17 @@ func (o *oauthExtFlags) clientOptions() []oauth.ClientOption {
 		})}
 	}
 	return nil
+}
+
+// noRedirects is hc following no redirect (nil stays nil: IDJAG's default).
+func noRedirects(hc *http.Client) *http.Client {
+	if hc == nil {
+		return nil
+	}
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if c.Timeout == 0 {
+		c.Timeout = 30 * time.Second
+	}
+	return &c
 }

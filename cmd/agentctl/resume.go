@@ -40,6 +40,13 @@ source and inputs recorded in the run: editing the workflow file in between is n
 				if err != nil {
 					return err
 				}
+				// A login the run needs and the database lacks: exit 6
+				// before anything is sent or recorded, as for run.
+				if lr, err := workflow.RunMissingLogins(cmd.Context(), db, id); err != nil {
+					return err
+				} else if lr != nil {
+					return &exitError{code: workflow.ExitRemote, err: lr}
+				}
 				res, err := a.runner(db).ResumeWith(cmd.Context(), id, workflow.ResumeOptions{RetryFailed: retryFailed})
 				if err != nil {
 					return err

@@ -55,6 +55,7 @@ func NewClient(serverURL string, cfg Config, store Store, obs Observer, opts ...
 	if err != nil {
 		return nil, err
 	}
+	a.assertion = c.assertion
 	hc := *a.client()
 	base := hc.Transport
 	if base == nil {
@@ -114,8 +115,8 @@ func (c *Client) dpopKeyOf(raw []byte) (*dpopKey, error) {
 }
 
 // OnUnauthorized answers a 401. A DPoP use_dpop_nonce challenge keeps the
-// server's nonce and asks for a re-send (the token is fine); with the
-// client credentials grant a new token is obtained; else as the Authorizer.
+// server's nonce and asks for a re-send (the token is fine); else as the
+// Authorizer (whose grant dispatch covers the headless grants).
 func (c *Client) OnUnauthorized(ctx context.Context, resp *http.Response) error {
 	target := c.resource
 	if resp.Request != nil {
@@ -127,95 +128,7 @@ func (c *Client) OnUnauthorized(ctx context.Context, resp *http.Response) error 
 		c.observe(ctx, Step{Kind: StepChallenge, Detail: "401 use_dpop_nonce", URL: withoutQuery(ch.resourceMetadata)})
 		return nil
 	}
-	if !c.headless() {
-		return c.Authorizer.OnUnauthorized(ctx, resp)
-	}
-	c.observe(ctx, Step{Kind: StepChallenge, Scopes: ch.scopes, Detail: "401 " + ch.err, URL: withoutQuery(ch.resourceMetadata)})
-	d, err := c.discover(ctx, ch)
-	if err != nil {
-		return err
-	}
-	refused := sentToken(resp.Request)
-	scopes := c.initialScopes(ch, d)
-	next, err := c.store.Update(ctx, c.keyOf(d), func(cur *Credentials) (*Credentials, error) {
-		if cur != nil && cur.AccessToken != "" && cur.AccessToken != refused && !expired(cur) && covers(cur.Scopes, ch.scopes) {
-			return cur, nil // obtained by another worker
-		}
-		return c.headlessGrant(ctx, d, scopes)
-	})
-	if err != nil {
-		return err
-	}
-	c.setCurrent(d, next)
-	return nil
-}
-
-// headless reports a grant without a user: client credentials, jwt-bearer.
-func (c *Client) headless() bool {
-	return c.cfg.Grant == GrantClientCredentials || c.cfg.Grant == GrantJWTBearer
-}
-
-// headlessGrant obtains a token with the configured headless grant.
-func (c *Client) headlessGrant(ctx context.Context, d *discovery, scopes []string) (*Credentials, error) {
-	if c.cfg.Grant == GrantJWTBearer {
-		if c.assertion == nil {
-			return nil, fmt.Errorf("%w: grant jwt-bearer without an assertion", ErrNotAuthorized)
-		}
-		a, err := c.assertion(ctx, d.asm.Issuer, d.resource)
-		if err != nil {
-			return nil, err
-		}
-		return c.jwtBearer(ctx, d, scopes, a)
-	}
-	return c.clientCredentials(ctx, d, scopes)
-}
-
-// OnForbidden steps up on insufficient_scope; with the client credentials
-// grant by a new client credentials token for the accumulated scopes.
-func (c *Client) OnForbidden(ctx context.Context, resp *http.Response) error {
-	if !c.headless() {
-		return c.Authorizer.OnForbidden(ctx, resp)
-	}
-	ch := parseChallenge(resp.Header)
-	if ch.err != "insufficient_scope" {
-		return fmt.Errorf("%w: http 403 (error %q)", ErrNotAuthorized, ch.err)
-	}
-	d, err := c.discover(ctx, ch)
-	if err != nil {
-		return err
-	}
-	c.Authorizer.mu.Lock()
-	scopes := union(c.scopes, ch.scopes)
-	c.Authorizer.mu.Unlock()
-	c.observe(ctx, Step{Kind: StepStepUp, Issuer: d.asm.Issuer, Scopes: scopes, Detail: "403 insufficient_scope"})
-	next, err := c.store.Update(ctx, c.keyOf(d), func(*Credentials) (*Credentials, error) {
-		return c.headlessGrant(ctx, d, scopes)
-	})
-	if err != nil {
-		return err
-	}
-	c.setCurrent(d, next)
-	return nil
-}
-
-// Login obtains credentials now with the configured grant.
-func (c *Client) Login(ctx context.Context) error {
-	if !c.headless() {
-		return c.Authorizer.Login(ctx)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.resource, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-	if err != nil {
-		return fmt.Errorf("oauth: login: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := c.client().Do(req)
-	if err != nil {
-		return fmt.Errorf("oauth: login: %s: %w", c.resource, err)
-	}
-	resp.Body.Close()
-	resp.Request = nil // no token was refused
-	return c.OnUnauthorized(ctx, resp)
+	return c.Authorizer.OnUnauthorized(ctx, resp)
 }
 
 // dpopStore gives every credential set a DPoP key when DPoP is used with

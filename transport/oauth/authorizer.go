@@ -15,6 +15,9 @@ type Authorizer struct {
 	resource string // the MCP server URL (canonical resource URI)
 	store    Store
 	obs      Observer
+	// assertion gives the JWT of GrantJWTBearer (set by NewClient's
+	// WithAssertion); nil: that grant is refused.
+	assertion func(ctx context.Context, issuer, resource string) (string, error)
 
 	mu     sync.Mutex   // guards the fields below
 	disc   *discovery   // the last discovery

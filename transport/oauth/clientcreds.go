@@ -43,6 +43,27 @@ const jwtBearerAssertion = "urn:ietf:params:oauth:client-assertion-type:jwt-bear
 // assertionLifetime bounds a client assertion's validity.
 const assertionLifetime = 5 * time.Minute
 
+// headless reports a grant without a user: client credentials, jwt-bearer.
+// It has no refresh: a 401 obtains a new token.
+func (a *Authorizer) headless() bool {
+	return a.cfg.Grant == GrantClientCredentials || a.cfg.Grant == GrantJWTBearer
+}
+
+// headlessGrant obtains a token with the configured headless grant.
+func (a *Authorizer) headlessGrant(ctx context.Context, d *discovery, scopes []string) (*Credentials, error) {
+	if a.cfg.Grant == GrantJWTBearer {
+		if a.assertion == nil {
+			return nil, fmt.Errorf("%w: grant jwt-bearer without an assertion", ErrNotAuthorized)
+		}
+		jwt, err := a.assertion(ctx, d.asm.Issuer, d.resource)
+		if err != nil {
+			return nil, err
+		}
+		return a.jwtBearer(ctx, d, scopes, jwt)
+	}
+	return a.clientCredentials(ctx, d, scopes)
+}
+
 // clientCredentials obtains a token with the client credentials grant.
 func (a *Authorizer) clientCredentials(ctx context.Context, d *discovery, scopes []string) (*Credentials, error) {
 	if a.cfg.ClientID == "" {

@@ -56,8 +56,11 @@ type Config struct {
 	// $BROWSER); nil: the authorization-code grant is not interactive and a
 	// missing login is ErrLoginRequired.
 	OpenBrowser func(ctx context.Context, url string) error
-	// HTTPClient makes the metadata, registration and token requests; nil:
-	// a client with bounded redirects and timeouts.
+	// HTTPClient makes the metadata, registration and token requests: the
+	// caller's client under its network policy (destinations checked at
+	// connect time, e.g. transport.PolicyClient); nil: any destination
+	// that is https or loopback http. Either way redirects are bounded,
+	// each hop https or loopback http, and a timeout applies.
 	HTTPClient *http.Client
 	// ClientName is the client_name registered (DCR) ; empty: "agentctl".
 	ClientName string

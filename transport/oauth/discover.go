@@ -164,17 +164,31 @@ func (a *Authorizer) getJSON(ctx context.Context, raw string, v any) error {
 }
 
 // client is the HTTP client of metadata, registration and token requests:
-// redirects bounded, every hop https or loopback http, a timeout.
+// the configured one (the caller's network policy) or a default, with
+// redirects bounded, every hop https or loopback http (then the configured
+// client's own redirect rule), and a timeout when it has none.
 func (a *Authorizer) client() *http.Client {
+	c := &http.Client{}
 	if a.cfg.HTTPClient != nil {
-		return a.cfg.HTTPClient
+		*c = *a.cfg.HTTPClient
 	}
-	return &http.Client{Timeout: httpTimeout, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	if c.Timeout == 0 {
+		c.Timeout = httpTimeout
+	}
+	inner := c.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if len(via) >= maxRedirects {
 			return fmt.Errorf("%w: more than %d redirects", ErrMetadata, maxRedirects)
 		}
-		return checkSecure(req.URL.String())
-	}}
+		if err := checkSecure(req.URL.String()); err != nil {
+			return err
+		}
+		if inner != nil {
+			return inner(req, via)
+		}
+		return nil
+	}
+	return c
 }
 
 // resourceMetaURLs are the protected resource metadata URLs to try: the

@@ -107,7 +107,7 @@ func (a *Authorizer) onUnauthorized(ctx context.Context, resp *http.Response) er
 		if cur != nil && cur.AccessToken != "" && cur.AccessToken != refused && !expired(cur) && covers(cur.Scopes, ch.scopes) {
 			return cur, nil // stored by an earlier login or another worker
 		}
-		if cur != nil && cur.RefreshToken != "" && covers(cur.Scopes, ch.scopes) { // a refresh keeps the scopes
+		if !a.headless() && cur != nil && cur.RefreshToken != "" && covers(cur.Scopes, ch.scopes) { // a refresh keeps the scopes; a headless grant just asks again
 			if c, err := a.refresh(ctx, d, cur); err == nil {
 				return c, nil
 			}
@@ -159,6 +159,10 @@ func (a *Authorizer) login(ctx context.Context) error {
 		return fmt.Errorf("oauth: login: %s: %w", a.resource, err)
 	}
 	resp.Body.Close()
+	if a.headless() { // no user: a stored token still valid is kept, as on a 401
+		resp.Request = nil // no token was refused
+		return a.onUnauthorized(ctx, resp)
+	}
 	ch := parseChallenge(resp.Header)
 	d, err := a.discover(ctx, ch)
 	if err != nil {
@@ -216,14 +220,15 @@ func covers(held, want []string) bool {
 	return true
 }
 
-// grant obtains new credentials with the configured grant, registering the
-// client first when needed. cur (possibly nil) keeps a dynamically
-// registered client.
+// grant obtains new credentials with the configured grant: the headless
+// ones (client credentials, jwt-bearer) at the token endpoint, the
+// authorization code through the user, registering the client first when
+// needed. cur (possibly nil) keeps a dynamically registered client.
 func (a *Authorizer) grant(ctx context.Context, d *discovery, cur *Credentials, scopes []string) (*Credentials, error) {
 	switch a.cfg.Grant {
 	case GrantAuthorizationCode:
-	case GrantClientCredentials:
-		return nil, fmt.Errorf("oauth: grant %q is not implemented by this build", a.cfg.Grant)
+	case GrantClientCredentials, GrantJWTBearer:
+		return a.headlessGrant(ctx, d, scopes)
 	default:
 		return nil, fmt.Errorf("oauth: unknown grant %q", a.cfg.Grant)
 	}

@@ -275,6 +275,9 @@ func (w *Worker) execute(runID string, resumed bool, name string, stop <-chan st
 	var res *workflow.Result
 	var err error
 	if resumed {
+		if wr, missing := w.loginsMissing(ctx, runID); missing {
+			return wr
+		}
 		res, err = r.Resume(ctx, runID)
 	} else {
 		res, err = r.RunQueued(ctx, runID, name)
@@ -307,6 +310,28 @@ func (w *Worker) execute(runID string, resumed bool, name string, stop <-chan st
 		wr.Error = &msg
 	}
 	return wr
+}
+
+// loginsMissing checks an orphan's logins before it is resumed: a login
+// its recorded workflow needs and the database lacks (removed since the
+// run started) leaves the run untouched and resumable, nothing sent, this
+// worker's result naming the login command (exit 6); this worker does not
+// take the run again. (A queued run is failed by RunQueued instead.)
+func (w *Worker) loginsMissing(ctx context.Context, runID string) (Result, bool) {
+	lr, err := workflow.RunMissingLogins(ctx, w.DB, runID)
+	if err == nil && lr == nil {
+		return Result{}, false
+	}
+	wr := Result{RunID: runID, Resumed: true, State: "running", Exit: workflow.ExitRemote}
+	if err != nil {
+		wr.State, wr.Exit = "error", workflow.ExitStorage
+		msg := err.Error()
+		wr.Error = &msg
+		return wr, true
+	}
+	msg := lr.Error()
+	wr.Error = &msg
+	return wr, true
 }
 
 // leaseLost is the lease loss that ended a run's part in this worker, from
