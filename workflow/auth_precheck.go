@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
 
@@ -23,11 +23,12 @@ var errFirstEvent = errors.New("first event read")
 // run.created (what a resume runs, whatever the file says now); the
 // LoginRequiredError names that recorded file. nil when nothing is missing.
 func RunMissingLogins(ctx context.Context, db *events.DB, runID string) (*LoginRequiredError, error) {
-	var created projector.RunCreated
+	var created vocab.RunCreated
 	found := false
 	err := db.Scan(ctx, runID, 0, func(e events.Event) error {
-		if e.Type == projector.TypeRunCreated {
-			if err := e.Decode(&created); err != nil {
+		if e.Type == vocab.TypeRunCreated {
+			var err error
+			if created, err = vocab.Decode[vocab.RunCreated](e); err != nil {
 				return err
 			}
 			found = true
