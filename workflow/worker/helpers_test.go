@@ -38,7 +38,8 @@ func mustParse(tb testing.TB, src string) *spec.Workflow {
 	return wf
 }
 
-// describeRun is the run's log, one projector.Describe line an event.
+// describeRun is the run's log, one line an event (projector.Describer:
+// a fact's move shows as from->to).
 func describeRun(tb testing.TB, db *events.DB, runID string) []string {
 	tb.Helper()
 	evs, err := db.Events(context.Background(), runID)
@@ -46,8 +47,9 @@ func describeRun(tb testing.TB, db *events.DB, runID string) []string {
 		tb.Fatal(err)
 	}
 	out := make([]string, len(evs))
+	var d projector.Describer
 	for i, e := range evs {
-		out[i] = projector.Describe(e)
+		out[i] = d.Describe(e)
 	}
 	return out
 }
