@@ -146,7 +146,8 @@ func TestTelemetry_ParallelExampleTrace(t *testing.T) {
 		if h := m.GetHistogram(); h != nil {
 			for _, dp := range h.DataPoints {
 				counts[m.Name] += dp.Count
-				if m.Name == telemetry.MetricOperationDuration && !slices.Equal(dp.ExplicitBounds, []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}) {
+				if m.Name == telemetry.MetricOperationDuration && !slices.Equal(dp.ExplicitBounds, []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}) ||
+					m.Name == telemetry.MetricSessionDuration && !slices.Equal(dp.ExplicitBounds, []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}) {
 					t.Fatalf("buckets %v", dp.ExplicitBounds)
 				}
 			}

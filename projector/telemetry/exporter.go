@@ -29,9 +29,14 @@ const (
 	scopeName               = "github.com/agentctl/agentctl/projector/telemetry"
 )
 
-// durationBuckets are the MCP conventions' explicit bucket boundaries for
-// both duration histograms, in seconds.
-var durationBuckets = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
+// The MCP conventions' explicit bucket boundaries, in seconds
+// (semantic-conventions docs/gen-ai/mcp.md): operationBuckets for
+// mcp.client.operation.duration, sessionBuckets for
+// mcp.client.session.duration.
+var (
+	operationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+	sessionBuckets   = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
+)
 
 // Exporter sends folded spans and metric points over OTLP.
 type Exporter struct {
@@ -85,11 +90,11 @@ func NewExporter(ctx context.Context, cfg Config) (*Exporter, error) {
 		mp = x.meters
 	}
 	m := mp.Meter(scopeName)
-	if x.opHist, err = m.Float64Histogram(MetricOperationDuration, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...),
+	if x.opHist, err = m.Float64Histogram(MetricOperationDuration, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(operationBuckets...),
 		metric.WithDescription("The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received.")); err != nil {
 		return nil, err
 	}
-	if x.sessHist, err = m.Float64Histogram(MetricSessionDuration, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...),
+	if x.sessHist, err = m.Float64Histogram(MetricSessionDuration, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(sessionBuckets...),
 		metric.WithDescription("The duration of the MCP session as observed on the MCP client.")); err != nil {
 		return nil, err
 	}
