@@ -164,6 +164,17 @@ func versionRefused(c *Client, op, want string, supported []string) *Error {
 // nil) with the io.modelcontextprotocol/* _meta members added. The
 // caller's map is not modified.
 func (s *Session) withMeta(params any) any {
+	return addMeta(params, map[string]any{
+		MetaProtocolVersion:    Protocol20260728,
+		MetaClientCapabilities: s.c.statelessCapabilities(),
+		MetaClientInfo:         map[string]any{"name": "agentctl", "version": s.c.clientVersion()},
+	})
+}
+
+// addMeta returns a copy of params (a map, a struct or nil) whose _meta
+// holds add besides what it held; params that are not a JSON object are
+// returned as they are. The caller's params are not modified.
+func addMeta(params any, add map[string]any) any {
 	p := map[string]any{}
 	switch v := params.(type) {
 	case nil:
@@ -179,9 +190,7 @@ func (s *Session) withMeta(params any) any {
 	if m, ok := p["_meta"].(map[string]any); ok {
 		maps.Copy(meta, m)
 	}
-	meta[MetaProtocolVersion] = Protocol20260728
-	meta[MetaClientCapabilities] = s.c.statelessCapabilities()
-	meta[MetaClientInfo] = map[string]any{"name": "agentctl", "version": s.c.clientVersion()}
+	maps.Copy(meta, add)
 	p["_meta"] = meta
 	return p
 }

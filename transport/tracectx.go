@@ -1,8 +1,6 @@
 package transport
 
 import (
-	"encoding/json"
-	"maps"
 	"net/http"
 )
 
@@ -22,28 +20,15 @@ func (x *exchange) withTrace(params any) any {
 	if tp == "" {
 		return params
 	}
-	p := map[string]any{}
-	switch v := params.(type) {
-	case nil:
-	case map[string]any:
-		maps.Copy(p, v)
-	default:
-		b, err := json.Marshal(v)
-		if err != nil || json.Unmarshal(b, &p) != nil {
-			return params
-		}
-	}
-	meta := map[string]any{}
-	if m, ok := p["_meta"].(map[string]any); ok {
-		maps.Copy(meta, m)
-	}
-	meta[MetaTraceparent] = tp
+	add := map[string]any{MetaTraceparent: tp}
 	if ts != "" {
-		meta[MetaTracestate] = ts
+		add[MetaTracestate] = ts
 	}
-	p["_meta"] = meta
-	x.trace = [2]string{tp, ts}
-	return p
+	out := addMeta(params, add)
+	if _, ok := out.(map[string]any); ok {
+		x.trace = [2]string{tp, ts}
+	}
+	return out
 }
 
 // setTraceHeaders sets the W3C traceparent and tracestate headers of an
