@@ -166,8 +166,73 @@ func scanMove(p string, i int) (*Move, int, bool) {
 		return nil, j, true
 	}
 	m := new(Move)
-	if err := json.Unmarshal([]byte(v), m); err != nil {
-		return nil, i, false
+	if !scanMoveObject(v, m) {
+		*m = Move{}
+		if err := json.Unmarshal([]byte(v), m); err != nil {
+			return nil, i, false
+		}
 	}
 	return m, j, true
+}
+
+// scanMoveObject reads a move object of plain members (as the log writes
+// them) into m; false for anything else (a member Move lacks, a repeated
+// one, an escape), which encoding/json then reads.
+func scanMoveObject(p string, m *Move) bool {
+	i := jsonscan.SkipSpace(p, 0)
+	if i >= len(p) || p[i] != '{' {
+		return false
+	}
+	if i = jsonscan.SkipSpace(p, i+1); i < len(p) && p[i] == '}' {
+		return jsonscan.SkipSpace(p, i+1) == len(p)
+	}
+	var seen uint8
+	for {
+		key, j, ok := jsonscan.PlainString(p, i)
+		if !ok {
+			return false
+		}
+		if i = jsonscan.SkipSpace(p, j); i >= len(p) || p[i] != ':' {
+			return false
+		}
+		i = jsonscan.SkipSpace(p, i+1)
+		var bit uint8
+		var str *string
+		var num *int
+		switch key {
+		case "to":
+			bit, str = 1<<0, &m.To
+		case "trigger":
+			bit, str = 1<<1, &m.Trigger
+		case "reason":
+			bit, str = 1<<2, &m.Reason
+		case "generation":
+			bit, num = 1<<3, &m.Generation
+		case "redispatches":
+			bit, num = 1<<4, &m.Redispatches
+		}
+		if bit == 0 || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		if str != nil {
+			*str, i, ok = jsonscan.PlainString(p, i)
+		} else {
+			*num, i, ok = jsonscan.PlainInt(p, i)
+		}
+		if !ok {
+			return false
+		}
+		if i = jsonscan.SkipSpace(p, i); i >= len(p) {
+			return false
+		}
+		switch p[i] {
+		case ',':
+			i = jsonscan.SkipSpace(p, i+1)
+		case '}':
+			return jsonscan.SkipSpace(p, i+1) == len(p)
+		default:
+			return false
+		}
+	}
 }

@@ -83,3 +83,33 @@ func TestScanFrameMove(t *testing.T) {
 		}
 	}
 }
+
+// TestScanMoveObject: a move as the log writes it is read without
+// encoding/json; anything else is declined, for encoding/json to read
+// (FuzzDecodeFrame holds the two equal).
+func TestScanMoveObject(t *testing.T) {
+	for p, want := range map[string]*Move{
+		`{"to":"dispatched","trigger":"send","generation":1}`:                                       {To: "dispatched", Trigger: "send", Generation: 1},
+		` { "to" : "failed" , "trigger":"error","reason":"boom","generation":2,"redispatches":3 } `: {To: "failed", Trigger: "error", Reason: "boom", Generation: 2, Redispatches: 3},
+		`{}`:                   {},
+		`{"to":"a\"b"}`:        nil,
+		`{"to":"a","to":"b"}`:  nil,
+		`{"To":"a"}`:           nil,
+		`{"to":"a","extra":1}`: nil,
+		`{"generation":1.0}`:   nil,
+		`{"to":"a",}`:          nil,
+		`{"to":"a"} x`:         nil,
+	} {
+		var m Move
+		ok := scanMoveObject(p, &m)
+		if want == nil {
+			if ok {
+				t.Errorf("scanMoveObject(%q) took it: %+v", p, m)
+			}
+			continue
+		}
+		if !ok || m != *want {
+			t.Errorf("scanMoveObject(%q) = %+v, %v; want %+v", p, m, ok, *want)
+		}
+	}
+}
