@@ -132,15 +132,10 @@ func applyOne(ctx context.Context, tx *events.Tx, e events.Event) error {
 		return h(ctx, tx, e)
 	}
 	if vocab.IsFrame(e.Type) { // a request frame may carry the move it makes
-		m, err := vocab.FrameMove(e)
-		if err != nil || m == nil {
+		t, ok, err := vocab.EventMove(e)
+		if err != nil || !ok {
 			return err
 		}
-		f, err := vocab.DecodeFrameHeader(e)
-		if err != nil {
-			return err
-		}
-		t, _ := vocab.MoveOf(f)
 		return applyCallTransition(ctx, tx, e, t)
 	}
 	return nil

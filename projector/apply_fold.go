@@ -32,15 +32,11 @@ func applyPair(ctx context.Context, tx *events.Tx, first, second events.Event) (
 		}
 		t = tr
 	case first.Type == vocab.TypeCallPrepared && vocab.IsFrame(second.Type):
-		m, err := vocab.FrameMove(second)
-		if err != nil || m == nil {
+		tr, ok, err := vocab.EventMove(second)
+		if err != nil || !ok {
 			return false, err
 		}
-		f, err := vocab.DecodeFrameHeader(second)
-		if err != nil {
-			return false, err
-		}
-		t, _ = vocab.MoveOf(f)
+		t = tr
 	default:
 		return false, nil
 	}

@@ -171,22 +171,29 @@ func WithMove(p any, t CallTransition) (any, bool) {
 }
 
 // FrameMove reads the move of a frame event without decoding its body
-// when it has none (frames are written with "move" before "body"): nil
-// when the frame records no move.
+// (frames are written with "move" before "body"): nil when the frame
+// records no move.
 func FrameMove(e events.Event) (*Move, error) {
+	f, err := frameWithMove(e)
+	return f.Move, err
+}
+
+// frameWithMove is the header of a frame event that records a move (one
+// scan, body neither read nor checked), and a zero Frame, nothing decoded
+// beyond a search of the text before "body", for one that records none.
+func frameWithMove(e events.Event) (Frame, error) {
 	p, err := e.Plaintext()
 	if err != nil {
-		return nil, err
+		return Frame{}, err
 	}
 	head := p
 	if i := strings.Index(p, `,"body":`); i >= 0 {
 		head = p[:i]
 	}
 	if !strings.Contains(head, `"move"`) {
-		return nil, nil
+		return Frame{}, nil
 	}
-	f, err := DecodeFrame(e)
-	return f.Move, err
+	return DecodeFrameHeader(e)
 }
 
 // carriers are the event types (besides frames) that may carry a Move.
@@ -198,11 +205,7 @@ var carriers = map[string]bool{TypeCallTransition: true, TypeCallError: true, Ty
 // empty). A frame's body is not decoded unless it carries a move.
 func EventMove(e events.Event) (CallTransition, bool, error) {
 	if IsFrame(e.Type) {
-		m, err := FrameMove(e)
-		if err != nil || m == nil {
-			return CallTransition{}, false, err
-		}
-		f, err := DecodeFrameHeader(e)
+		f, err := frameWithMove(e)
 		if err != nil {
 			return CallTransition{}, false, err
 		}

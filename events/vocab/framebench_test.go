@@ -48,3 +48,23 @@ func BenchmarkDecodeFrameKey(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeFrameMove is the projection's read of a call's request
+// frame, which carries the move it makes (FrameMove, then the header).
+func BenchmarkDecodeFrameMove(b *testing.B) {
+	p, err := Frame{Dir: "out", Kind: "request", Method: "tools/call", ID: json.RawMessage(`7`), Remote: "local", Generation: 1,
+		TaskID: "fetch", Attempt: 1, EffectID: "0f3a9c2e7b1d4c5a", Move: &Move{To: "dispatched", Trigger: "send", Generation: 1},
+		Body: json.RawMessage(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"m"},"_meta":{"progressToken":"agentctl-7"}}}`)}.AppendJSON(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := events.Event{Type: FramePrefix + "request", Payload: string(p)}
+	for b.Loop() {
+		if m, err := FrameMove(e); err != nil || m == nil {
+			b.Fatal(m, err)
+		}
+		if _, err := DecodeFrameHeader(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -68,26 +68,16 @@ func scanFrame(p string, header bool) (f Frame, ok bool) {
 		if header && key == "body" {
 			return f, true
 		}
-		bit, str, num, raw := frameMember(&f, key)
-		if bit == 0 || seen&bit != 0 {
+		if key == "move" { // a request's or a response's move: decode it alone, not the whole frame
+			if seen&moveBit != 0 {
+				return f, false
+			}
+			seen |= moveBit
+			if f.Move, i, ok = scanMove(p, i); !ok {
+				return f, false
+			}
+		} else if i, ok = scanMember(&f, key, &seen, p, i); !ok {
 			return f, false
-		}
-		seen |= bit
-		switch {
-		case str != nil:
-			if *str, i, ok = jsonscan.PlainString(p, i); !ok {
-				return f, false
-			}
-		case num != nil:
-			if *num, i, ok = jsonscan.PlainInt(p, i); !ok {
-				return f, false
-			}
-		default:
-			j, ok := jsonscan.SkipValue(p, i)
-			if !ok {
-				return f, false
-			}
-			*raw, i = json.RawMessage(strings.TrimRight(p[i:j], " \t\r\n")), j
 		}
 		i = jsonscan.SkipSpace(p, i)
 		if i >= len(p) {
@@ -102,6 +92,30 @@ func scanFrame(p string, header bool) (f Frame, ok bool) {
 			return f, false
 		}
 	}
+}
+
+// scanMember reads the value at p[i:] of the Frame member key into f,
+// and where it ends; not ok for a member Frame lacks, a repeated one, or
+// a value the plain scan does not take.
+func scanMember(f *Frame, key string, seen *uint16, p string, i int) (int, bool) {
+	bit, str, num, raw := frameMember(f, key)
+	if bit == 0 || *seen&bit != 0 {
+		return i, false
+	}
+	*seen |= bit
+	var ok bool
+	switch {
+	case str != nil:
+		*str, i, ok = jsonscan.PlainString(p, i)
+	case num != nil:
+		*num, i, ok = jsonscan.PlainInt(p, i)
+	default:
+		var j int
+		if j, ok = jsonscan.SkipValue(p, i); ok {
+			*raw, i = json.RawMessage(strings.TrimRight(p[i:j], " \t\r\n")), j
+		}
+	}
+	return i, ok
 }
 
 // frameMember says where a member of a Frame goes: one of str, num and raw
@@ -134,4 +148,91 @@ func frameMember(f *Frame, key string) (bit uint16, str *string, num *int, raw *
 		return 1 << 11, nil, nil, &f.Body
 	}
 	return 0, nil, nil, nil
+}
+
+// moveBit tells a repeated "move" member apart (frameMember's bits are 0–11).
+const moveBit = 1 << 12
+
+// scanMove reads the move member's value at p[i:], as encoding/json would
+// into Frame.Move: null leaves it nil. Only the move's own bytes are
+// decoded, so a frame that carries a move keeps the fast scan.
+func scanMove(p string, i int) (*Move, int, bool) {
+	j, ok := jsonscan.SkipValue(p, i)
+	if !ok {
+		return nil, i, false
+	}
+	v := strings.TrimRight(p[i:j], " \t\r\n")
+	if v == "null" {
+		return nil, j, true
+	}
+	m := new(Move)
+	if !scanMoveObject(v, m) {
+		*m = Move{}
+		if err := json.Unmarshal([]byte(v), m); err != nil {
+			return nil, i, false
+		}
+	}
+	return m, j, true
+}
+
+// scanMoveObject reads a move object of plain members (as the log writes
+// them) into m; false for anything else (a member Move lacks, a repeated
+// one, an escape), which encoding/json then reads.
+func scanMoveObject(p string, m *Move) bool {
+	i := jsonscan.SkipSpace(p, 0)
+	if i >= len(p) || p[i] != '{' {
+		return false
+	}
+	if i = jsonscan.SkipSpace(p, i+1); i < len(p) && p[i] == '}' {
+		return jsonscan.SkipSpace(p, i+1) == len(p)
+	}
+	var seen uint8
+	for {
+		key, j, ok := jsonscan.PlainString(p, i)
+		if !ok {
+			return false
+		}
+		if i = jsonscan.SkipSpace(p, j); i >= len(p) || p[i] != ':' {
+			return false
+		}
+		i = jsonscan.SkipSpace(p, i+1)
+		var bit uint8
+		var str *string
+		var num *int
+		switch key {
+		case "to":
+			bit, str = 1<<0, &m.To
+		case "trigger":
+			bit, str = 1<<1, &m.Trigger
+		case "reason":
+			bit, str = 1<<2, &m.Reason
+		case "generation":
+			bit, num = 1<<3, &m.Generation
+		case "redispatches":
+			bit, num = 1<<4, &m.Redispatches
+		}
+		if bit == 0 || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		if str != nil {
+			*str, i, ok = jsonscan.PlainString(p, i)
+		} else {
+			*num, i, ok = jsonscan.PlainInt(p, i)
+		}
+		if !ok {
+			return false
+		}
+		if i = jsonscan.SkipSpace(p, i); i >= len(p) {
+			return false
+		}
+		switch p[i] {
+		case ',':
+			i = jsonscan.SkipSpace(p, i+1)
+		case '}':
+			return jsonscan.SkipSpace(p, i+1) == len(p)
+		default:
+			return false
+		}
+	}
 }
