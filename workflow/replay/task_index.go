@@ -1,4 +1,4 @@
-package workflow
+package replay
 
 import (
 	"encoding/json"
