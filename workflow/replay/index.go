@@ -98,7 +98,7 @@ type recSend struct {
 	result    *vocab.CallResult
 	callErr   *vocab.CallError
 	trigger   string // the transition fired on callErr
-	// task is the MCP task that answered this send (replay_task_index.go);
+	// task is the MCP task that answered this send (task_index.go);
 	// the send's outcome is then its CreateTaskResult.
 	task *recTask
 	// interrupted: the process ended with this send's outcome unknown

@@ -14,7 +14,7 @@ import (
 
 // Replay of MCP tasks: the session side. A replay session is a
 // [TaskSession] whose every answer comes from the recorded steps of the
-// task (replay_task_index.go), in order, with no socket and no wait: the
+// task (task_index.go), in order, with no socket and no wait: the
 // recorded pollInterval is not slept.
 //
 // Polls are reproduced, not decoupled from the count: a status change the
