@@ -15,6 +15,7 @@ import (
 	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/replay"
 )
 
 // pinnedYAML is a one-task workflow calling tool on url, the server pinned
@@ -86,7 +87,7 @@ func TestGoSDK2026_InputRequiredRun(t *testing.T) {
 		}
 	}
 
-	rp, err := workflow.PrepareReplay(context.Background(), db, res.RunID)
+	rp, err := replay.Prepare(context.Background(), db, res.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/internal/tspeer"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/replay"
 )
 
 // cuttingProxy is a loopback proxy to upstream that ends the SSE response of
@@ -122,7 +123,7 @@ func TestTSEverything_ResumeAfterCut(t *testing.T) {
 	}
 
 	// The replay reproduces the resumed run from its evidence.
-	rp, err := workflow.PrepareReplay(context.Background(), db, res.RunID)
+	rp, err := replay.Prepare(context.Background(), db, res.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/replay"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
 
@@ -77,7 +78,7 @@ func BenchmarkInspectReplayScale(b *testing.B) {
 // succeeded and accounts for every event.
 func replayOnce(b *testing.B, db *events.DB, n int) {
 	ctx := context.Background()
-	rp, err := workflow.PrepareReplay(ctx, db, scaleRunID)
+	rp, err := replay.Prepare(ctx, db, scaleRunID)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -39,13 +39,12 @@
 //     resume_call.go rebuilds an interrupted call, resume_task.go an
 //     interrupted MCP task, resume_stdio.go a stdio server's process.
 //   - reconcile.go: [Reconcile], an operator's verdict on an uncertain call.
-//   - replay.go: [PrepareReplay] and [ReplayDialer] run a workflow again
-//     against the recorded answers of a source run, without the network;
-//     replay_index.go reads the source run into an index (one indexer
-//     method per event type), replay_session.go answers from it,
-//     replay_task.go and replay_task_index.go do the same for MCP tasks,
-//     and replay_follow.go continues a task as its source's reconcile and
-//     resume did.
+//   - replay.go and replay_follow.go: the run loop's side of a replay
+//     (package workflow/replay runs a workflow again against the recorded
+//     answers of a source run, without the network, through a [Dialer]
+//     that is a [ReplaySource]): the failures a replay hands back
+//     ([DivergenceError], [ReplayedError]), and a task continued as its
+//     source's reconcile and resume did.
 //   - exit.go: the exit codes and the one table of error classes ([Class],
 //     [Classes]): each class's code, name and hint, which the CLI reports.
 //   - run_adhoc.go: [Runner.ListTools], the one-task run of `mcp tools`.

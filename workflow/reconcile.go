@@ -79,8 +79,8 @@ func (c *call) uncertain(err error) error {
 			if src := rec.Expect(c.task.ID, c.attempt, 1); src != "" {
 				ue.RunID, ue.EffectID = rec.SourceRunID(), src
 			}
-			if d, ok := c.rn.r.Dialer.(*ReplayDialer); ok {
-				if v := d.src.sourceVerdict(c.task.ID, c.attempt); v != nil {
+			if d, ok := c.rn.r.Dialer.(ReplaySource); ok {
+				if v := d.SourceAttempt(c.task.ID, c.attempt).Verdict; v != nil {
 					ue.Verdict = v.Status + ": " + v.Reason
 				}
 			}

@@ -1,40 +1,23 @@
 package workflow
 
 import (
-	"context"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport"
-	"github.com/agentctl/agentctl/workflow/spec"
 )
 
-// Replay (docs/ARCHITECTURE.md, "Replay") re-runs a recorded workflow against its own evidence.
-//
-// The source run is indexed once: sessions by (remote, generation), calls by
-// (task, attempt, ordinal), and each call's sends ("dispatches") in order,
-// each with the frames it produced and its outcome (a result, or the error
-// with the trigger the state machine fired). The run loop then drives a
-// normal run whose Dialer is a [ReplayDialer]: every Connect, ListTools and
-// CallTool is answered from the index, and a recorded failure comes back as
-// the same failure, so the state machine takes the same decisions. Nothing
-// here opens a socket or resolves a secret.
-//
-// Evidence is referenced, not copied: where a live run records frames, the
-// replay records one replay.frames event per group of recorded frames (a
-// session's initialize, its tools/list, one send of a call), naming the run
-// that holds them, their seq spans, their count and the chain hash of the
-// last one. Indexing reads each frame's members up to its body (responses
-// whole, they rebuild results), so a replay costs a read of the source and a
-// few writes, whatever the size of the evidence; inspect shows the
-// referenced frames as the replay's own.
-//
-// A replay of a replay indexes the replay's references (reading the
-// referenced responses); its own references name the run that holds the
-// frames, while its source links (sourceRunId, sourceEffectId) name the
-// replay, one hop at a time.
+// The run loop's side of a replay (docs/ARCHITECTURE.md, "Replay"). The
+// package workflow/replay indexes a finished run's log and answers a run's
+// requests from it through a [Dialer] that is also a [ReplaySource]; its
+// sessions implement [Recorded]. workflow does not import it (cmd/agentctl
+// wires them): what the run loop must know of a replay is here, in
+// replay_follow.go (continuing a task as its source's reconcile and resume
+// did) and behind the Recorded checks of the call code.
 
 // KindDivergence is the error kind of a replay whose workflow asked for a
 // call other than the recorded one.
@@ -73,66 +56,111 @@ func isDivergence(err error) bool {
 	return errors.As(err, &de)
 }
 
-// Replay is everything needed to re-run a recorded run.
-type Replay struct {
-	SourceRunID string
-	Workflow    *spec.Workflow
-	Inputs      map[string]any
-	Dialer      *ReplayDialer
-	// Command is the source's run.created command: "mcp tools" runs are
-	// replayed with Runner.ListToolsWith, not Run.
-	Command string
+// ReplaySource is implemented by a [Dialer] that answers from a recorded
+// run (workflow/replay): a run whose Dialer is one reproduces its source's
+// recoveries (replay_follow.go) and names the source's calls.
+type ReplaySource interface {
+	Dialer
+	// SourceRunID is the recorded run.
+	SourceRunID() string
+	// SourceAttempt is what the source did with attempt n of taskID once
+	// it ended.
+	SourceAttempt(taskID string, n int) SourceAttempt
 }
 
-// PrepareReplay loads the workflow source and inputs stored in the source
-// run's run.created and indexes its evidence. It refuses an unknown run
-// (projector.ErrUnknownRun) and an unfinished one (ErrRunNotFinished).
-func PrepareReplay(ctx context.Context, db *events.DB, sourceRunID string) (*Replay, error) {
-	d, err := NewReplayDialer(ctx, db, sourceRunID)
-	if err != nil {
-		return nil, err
+// SourceAttempt is what a source run did with one task attempt once it
+// ended.
+type SourceAttempt struct {
+	// Verdict is the operator's reconcile of the attempt's call; nil when
+	// there is none.
+	Verdict *vocab.CallReconciled
+	// Settled: a task.finished of the attempt followed the verdict (a
+	// resume finished the attempt with the reconciled result).
+	Settled bool
+	// NextStarted: the source started a later attempt of the task.
+	NextStarted bool
+}
+
+// ReplayedError is a recorded failure: it prints exactly as recorded and
+// unwraps to a transport error classified like the original.
+type ReplayedError struct {
+	Msg string
+	Err error
+	// CtxEnded: the source saw this failure because its context ended;
+	// CancelCause is then the cause its tasks/cancel recorded ("user" or
+	// "timeout"), "" when none was.
+	CtxEnded    bool
+	CancelCause string
+}
+
+func (e *ReplayedError) Error() string { return e.Msg }
+
+// Unwrap returns the transport error classified like the original.
+func (e *ReplayedError) Unwrap() error { return e.Err }
+
+// replayedCtxEnd reports whether err is a recorded failure that the
+// source saw because its context ended (the user's cancel or a deadline),
+// and whether that was the user's cancel: a replay's own context never
+// ends. The cause its tasks/cancel recorded decides (a log written before
+// deadlines had their own cause says "user" for both, and its call ended
+// cancelled); without one, the failure's kind.
+func replayedCtxEnd(err error) (ended, cancelled bool) {
+	var re *ReplayedError
+	if !errors.As(err, &re) || !re.CtxEnded {
+		return false, false
 	}
-	c := d.src.created
-	wf, err := spec.Parse(c.File, []byte(c.Source))
-	if err != nil {
-		return nil, fmt.Errorf("replay %s: recorded workflow: %w", sourceRunID, err)
+	if re.CancelCause != "" {
+		return true, re.CancelCause == "user"
 	}
-	return &Replay{SourceRunID: sourceRunID, Workflow: wf, Inputs: d.src.inputs, Dialer: d, Command: c.Command}, nil
+	return true, transport.KindOf(err) == transport.KindCancelled
 }
 
-// ReplayDialer is a [Dialer] whose sessions answer from a recorded run. It
-// ignores the transport configuration entirely: no socket, no DNS, no
-// secret. Its sessions implement [Session] and [Recorded].
-type ReplayDialer struct{ src *replaySource }
+// ReplayedKind marks the transport.Frame by which a replay session hands
+// the run loop a reference to recorded frames, as a [vocab.ReplayFrames]
+// body (frameSink records it as replay.frames).
+const ReplayedKind = "replayed"
 
-// NewReplayDialer indexes the evidence of sourceRunID.
-func NewReplayDialer(ctx context.Context, db *events.DB, sourceRunID string) (*ReplayDialer, error) {
-	src, err := loadReplaySource(ctx, db, sourceRunID)
-	if err != nil {
-		return nil, err
+// replayedKind is ReplayedKind, as the run loop spells it.
+const replayedKind = ReplayedKind
+
+// replayedRecord is the replay.frames record of a replay session's
+// reference to recorded frames (body), placed like the frames it stands
+// for (base): a poll holds it with its own frames until it knows whether
+// the poll is recorded or folded.
+func replayedRecord(stream string, base vocab.Frame, body []byte) (events.Record, error) {
+	var r vocab.ReplayFrames
+	if err := json.Unmarshal(body, &r); err != nil {
+		return events.Record{}, fmt.Errorf("replay: reference to recorded frames: %w", err)
 	}
-	return &ReplayDialer{src: src}, nil
+	r.Remote, r.Generation, r.TaskID, r.Attempt, r.EffectID = base.Remote, base.Generation, base.TaskID, base.Attempt, base.EffectID
+	return events.Record{Stream: stream, Type: vocab.TypeReplayFrames, Payload: r}, nil
 }
 
-// Dial returns the recorded remote; cfg is not used.
-func (d *ReplayDialer) Dial(remote string, _ transport.Config) (Conn, error) {
-	return &replayConn{src: d.src, remote: remote}, nil
-}
+// FoldedRaw marks a replay's stand-in for a task status change its source
+// saw but did not record (beyond the call's bounds): counted as a change,
+// never recorded (statusFits never records one). No server's task object
+// is a NUL byte.
+var FoldedRaw = json.RawMessage("\x00folded")
 
-// Unused lists recorded calls (and sends) the replay never asked for, as
-// "task/attempt/ordinal"; empty after a faithful replay.
-func (d *ReplayDialer) Unused() []string {
-	var out []string
-	for k, c := range d.src.calls {
-		if c.next < len(c.sends) {
-			out = append(out, fmt.Sprintf("%s/%d/%d (%d of %d sends replayed)", k.task, k.attempt, k.ordinal, c.next, len(c.sends)))
-		}
-		for i, s := range c.sends {
-			if t := s.task; t != nil && t.next < len(t.steps) {
-				out = append(out, fmt.Sprintf("%s/%d/%d send %d (%d of %d task requests replayed)", k.task, k.attempt, k.ordinal, i+1, t.next, len(t.steps)))
-			}
-		}
+// isFolded reports whether t is a replay's folded stand-in.
+func isFolded(t *transport.Task) bool { return bytes.Equal(t.Raw, FoldedRaw) }
+
+// KindForExit inverts exitFor: a transport error kind that ends a run with
+// code. It serves logs that did not record the kind of a session failure
+// (task.finished without errorKind).
+func KindForExit(code int) transport.Kind {
+	switch code {
+	case ExitUncertain:
+		return transport.KindPolicyDenied
+	case ExitCancelled:
+		return transport.KindCancelled
+	case ExitFailed:
+		return transport.KindRemoteError
 	}
-	sort.Strings(out)
-	return out
+	return transport.KindTransportLoss
 }
+
+// URLElicitationReason is the reason a call records for a -32042 answer
+// (the sanitised hosts an operator must visit); a replay rebuilds the
+// server's error from it.
+func URLElicitationReason(err error) (string, bool) { return urlElicitation(err) }

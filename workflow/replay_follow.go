@@ -22,93 +22,22 @@ import (
 // it ends as the source ended, and never suggests settling a call that is
 // already settled.
 
-// recAttempt is what the source did with one task attempt once it ended.
-type recAttempt struct {
-	// verdict is the operator's reconcile of the attempt's call; nil when
-	// there is none.
-	verdict *vocab.CallReconciled
-	// settled: a task.finished of the attempt followed the verdict (a
-	// resume finished the attempt with the reconciled result).
-	settled bool
-}
-
-// attempt is the record of task taskID's attempt n, created on first use.
-func (src *replaySource) attempt(taskID string, n int) *recAttempt {
-	if src.attempts == nil {
-		src.attempts, src.lastAttempt = map[callKey]*recAttempt{}, map[string]int{}
-	}
-	k := callKey{task: taskID, attempt: n}
-	a := src.attempts[k]
-	if a == nil {
-		a = &recAttempt{}
-		src.attempts[k] = a
-	}
-	return a
-}
-
-// taskStarted notes the highest attempt of each task the source started.
-func (ix *indexer) taskStarted(e events.Event) error {
-	p, err := vocab.Decode[vocab.TaskStarted](e)
-	if err != nil {
-		return err
-	}
-	ix.src.attempt(p.TaskID, p.Attempt)
-	if p.Attempt > ix.src.lastAttempt[p.TaskID] {
-		ix.src.lastAttempt[p.TaskID] = p.Attempt
-	}
-	return nil
-}
-
-// callReconciled notes an operator's verdict on a recorded call.
-func (ix *indexer) callReconciled(e events.Event) error {
-	p, err := vocab.Decode[vocab.CallReconciled](e)
-	if err != nil {
-		return err
-	}
-	c := ix.src.byEffect[p.EffectID]
-	if c == nil {
-		return fmt.Errorf("reconcile of unknown call %s", p.EffectID)
-	}
-	a := ix.src.attempt(c.prepared.TaskID, c.prepared.Attempt)
-	a.verdict, a.settled = &p, false
-	return nil
-}
-
-// attemptFinished marks a verdict the resume acted on: the attempt it
-// concerns finished again after it.
-func (ix *indexer) attemptFinished(p vocab.TaskFinished) {
-	if a := ix.src.attempt(p.TaskID, p.Attempt); a.verdict != nil {
-		a.settled = true
-	}
-}
-
-// sourceVerdict is the verdict on the source's call of attempt n of
-// taskID, when one was given; nil otherwise.
-func (src *replaySource) sourceVerdict(taskID string, n int) *vocab.CallReconciled {
-	if a := src.attempts[callKey{task: taskID, attempt: n}]; a != nil {
-		return a.verdict
-	}
-	return nil
-}
-
 // follow continues task t after its attempt n ended with fail and no retry
 // was scheduled, as its source continued it (see above): more says a new
 // attempt was made, whose outcome (and retry schedule) it returns; else
 // the task ends with out and fail.
 func (rn *run) follow(ctx context.Context, t spec.TaskSpec, n int, fail *Error) (out any, _ *Error, next *vocab.TaskRetryScheduled, more bool) {
-	d, ok := rn.r.Dialer.(*ReplayDialer)
+	d, ok := rn.r.Dialer.(ReplaySource)
 	if !ok || fail.Code == ExitStorage {
 		return nil, fail, nil, false
 	}
-	src := d.src
-	a := src.attempts[callKey{task: t.ID, attempt: n}]
-	nextStarted := src.lastAttempt[t.ID] > n
+	a := d.SourceAttempt(t.ID, n)
 	switch {
-	case a != nil && a.verdict != nil && a.verdict.Status == ReconcileApplied && a.settled:
-		if err := rn.replayVerdict(a.verdict); err != nil {
+	case a.Verdict != nil && a.Verdict.Status == ReconcileApplied && a.Settled:
+		if err := rn.replayVerdict(a.Verdict); err != nil {
 			return nil, rn.followFail(t, err), nil, false
 		}
-		out, err := decodeOutput(a.verdict.Result)
+		out, err := decodeOutput(a.Verdict.Result)
 		if err != nil {
 			out, fail := rn.finishAttempt(t, n, nil, ExitFailed, fmt.Errorf("reconciled result: %w", err), nil)
 			return out, fail, nil, false
@@ -116,10 +45,10 @@ func (rn *run) follow(ctx context.Context, t spec.TaskSpec, n int, fail *Error) 
 		out, code, err := rn.checkContract(t, out)
 		out, fail := rn.finishAttempt(t, n, out, code, err, nil)
 		return out, fail, nil, false
-	case !nextStarted:
+	case !a.NextStarted:
 		return nil, fail, nil, false // the source ended here too
-	case a != nil && a.verdict != nil:
-		if err := rn.replayVerdict(a.verdict); err != nil {
+	case a.Verdict != nil:
+		if err := rn.replayVerdict(a.Verdict); err != nil {
 			return nil, rn.followFail(t, err), nil, false
 		}
 	}
@@ -162,8 +91,8 @@ func (rn *run) followFail(t spec.TaskSpec, err error) *Error {
 
 // sourceRunID is the run a replay answers from ("" outside a replay).
 func (rn *run) sourceRunID() string {
-	if d, ok := rn.r.Dialer.(*ReplayDialer); ok {
-		return d.src.runID
+	if d, ok := rn.r.Dialer.(ReplaySource); ok {
+		return d.SourceRunID()
 	}
 	return ""
 }

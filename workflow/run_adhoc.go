@@ -18,7 +18,7 @@ func (r *Runner) ListTools(ctx context.Context, wf *spec.Workflow, remote string
 }
 
 // ListToolsWith is ListTools with the run's options: a replay of a
-// listing (Mode "replay", Runner.Dialer a ReplayDialer) lists from the
+// listing (Mode "replay", Runner.Dialer a replay.Dialer) lists from the
 // source's recorded session, as a replay of a workflow calls from it.
 func (r *Runner) ListToolsWith(ctx context.Context, wf *spec.Workflow, remote string, opts RunOptions) (*Result, *transport.Catalog, error) {
 	newID := r.NewRunID

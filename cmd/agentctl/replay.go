@@ -10,6 +10,7 @@ import (
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/replay"
 )
 
 func (a *app) replayCmd() *cobra.Command {
@@ -34,7 +35,7 @@ The replay records its own steps and references the recorded frames it answered 
 				if err != nil {
 					return err
 				}
-				rp, err := workflow.PrepareReplay(ctx, db, id)
+				rp, err := replay.Prepare(ctx, db, id)
 				if errors.Is(err, workflow.ErrRunNotFinished) {
 					return &exitError{code: workflow.ExitInvalid, err: err}
 				}

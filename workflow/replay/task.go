@@ -1,22 +1,20 @@
-package workflow
+package replay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow"
 )
 
 // Replay of MCP tasks: the session side. A replay session is a
 // [TaskSession] whose every answer comes from the recorded steps of the
-// task (replay_task_index.go), in order, with no socket and no wait: the
+// task (task_index.go), in order, with no socket and no wait: the
 // recorded pollInterval is not slept.
 //
 // Polls are reproduced, not decoupled from the count: a status change the
@@ -28,7 +26,7 @@ import (
 // (replay.frames), never copied. A replay asking for a step the source
 // did not record, or of another kind, is a divergence naming the call.
 
-var _ TaskSession = (*replaySession)(nil)
+var _ workflow.TaskSession = (*replaySession)(nil)
 
 // ToolCallTasks is what the recorded initialize result advertised.
 func (s *replaySession) ToolCallTasks() bool { return s.rec.toolCallTasks }
@@ -75,7 +73,7 @@ func (s *replaySession) CallToolTask(ctx context.Context, req transport.CallRequ
 // div is a divergence at the call the run loop expects.
 func (s *replaySession) div(field, recorded, replayed string) error {
 	src := s.src
-	return &DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: field, Recorded: recorded, Replayed: replayed}
+	return &workflow.DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: field, Recorded: recorded, Replayed: replayed}
 }
 
 // step returns the next recorded step of task taskID if it is a request of
@@ -156,18 +154,12 @@ func (s *replaySession) PollTask(ctx context.Context, t *transport.Task, sink tr
 
 // foldedStatus stands for the n-th last change a source saw but did not
 // record (beyond the call's bounds): a working status unlike the others
-// and marked (foldedRaw) so that it is counted as a change but never
+// and marked (workflow.FoldedRaw) so that it is counted as a change but never
 // recorded, as in the source.
 func foldedStatus(t *transport.Task, n int) *transport.Task {
 	return &transport.Task{ID: t.ID, Status: transport.TaskWorking, StatusMessage: fmt.Sprintf("folded change %d", n),
-		PollInterval: t.PollInterval, TTL: t.TTL, Raw: foldedRaw}
+		PollInterval: t.PollInterval, TTL: t.TTL, Raw: workflow.FoldedRaw}
 }
-
-// foldedRaw marks a foldedStatus (statusFits never records one): no
-// server's task object is a NUL byte.
-var foldedRaw = json.RawMessage("\x00folded")
-
-func isFolded(t *transport.Task) bool { return bytes.Equal(t.Raw, foldedRaw) }
 
 // GetTask answers a tasks/get outside polling (after a refused
 // tasks/cancel) from its recorded response.
@@ -221,7 +213,7 @@ func (s *replaySession) CancelTask(ctx context.Context, taskID string, sink tran
 	if code, ok := rpcErrorCode(st.responses); ok {
 		te.Kind, te.Code = transport.KindRemoteError, code
 	}
-	return nil, &replayedError{msg: rec.Error, err: te}
+	return nil, &workflow.ReplayedError{Msg: rec.Error, Err: te}
 }
 
 // failure rebuilds a recorded failure of a request about a task (op) so
@@ -231,24 +223,7 @@ func (s *replaySession) CancelTask(ctx context.Context, taskID string, sink tran
 func (s *taskStep) failure(op string) error {
 	ce := s.callErr
 	te := &transport.Error{Op: op, Kind: transport.Kind(ce.Kind), Status: ce.Status, Code: ce.Code, Sent: true}
-	return &replayedError{msg: ce.Message, err: te, ctxEnded: fsm.Trigger(s.trigger) == fsm.Cancel, cancelCause: s.cancelCause}
-}
-
-// replayedCtxEnd reports whether err is a recorded failure that the
-// source saw because its context ended (the user's cancel or a deadline),
-// and whether that was the user's cancel: a replay's own context never
-// ends. The cause its tasks/cancel recorded decides (a log written before
-// deadlines had their own cause says "user" for both, and its call ended
-// cancelled); without one, the failure's kind.
-func replayedCtxEnd(err error) (ended, cancelled bool) {
-	var re *replayedError
-	if !errors.As(err, &re) || !re.ctxEnded {
-		return false, false
-	}
-	if re.cancelCause != "" {
-		return true, re.cancelCause == "user"
-	}
-	return true, transport.KindOf(err) == transport.KindCancelled
+	return &workflow.ReplayedError{Msg: ce.Message, Err: te, CtxEnded: fsm.Trigger(s.trigger) == fsm.Cancel, CancelCause: s.cancelCause}
 }
 
 // rpcErrorCode is the code of the JSON-RPC error in a recorded response.
@@ -264,17 +239,4 @@ func rpcErrorCode(responses []vocab.Frame) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-// replayedRecord is the replay.frames record of a replay session's
-// reference to recorded frames (body), placed like the frames it stands
-// for (base): a poll holds it with its own frames until it knows whether
-// the poll is recorded or folded.
-func replayedRecord(stream string, base vocab.Frame, body []byte) (events.Record, error) {
-	var r vocab.ReplayFrames
-	if err := json.Unmarshal(body, &r); err != nil {
-		return events.Record{}, fmt.Errorf("replay: reference to recorded frames: %w", err)
-	}
-	r.Remote, r.Generation, r.TaskID, r.Attempt, r.EffectID = base.Remote, base.Generation, base.TaskID, base.Attempt, base.EffectID
-	return events.Record{Stream: stream, Type: vocab.TypeReplayFrames, Payload: r}, nil
 }

@@ -1,9 +1,9 @@
-package workflow
+package replay
 
 // TruncateTaskSteps makes d's index forget the last n recorded requests
 // about every task, as a source cut short would: tests check that a
 // replay then diverges instead of inventing an answer.
-func TruncateTaskSteps(d *ReplayDialer, n int) {
+func TruncateTaskSteps(d *Dialer, n int) {
 	for _, c := range d.src.calls {
 		for _, s := range c.sends {
 			if t := s.task; t != nil {

@@ -1,4 +1,4 @@
-package workflow_test
+package replay_test
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/replay"
+	"github.com/agentctl/agentctl/workflow/replay/replaytest"
 )
 
 // TestReplay_TaskCalls: runs whose call went out as an MCP task, in every
@@ -95,7 +97,7 @@ func TestReplay_TaskCalls(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				srcDoc := inspectDoc(t, db, src.RunID)
+				srcDoc := replaytest.InspectDoc(t, db, src.RunID)
 				if src.ExitCode != tc.exit || srcDoc.ProtocolCalls[0].Status != tc.state {
 					t.Fatalf("source exit %d, call %s: %v; want exit %d, %s", src.ExitCode, srcDoc.ProtocolCalls[0].Status, src.Err, tc.exit, tc.state)
 				}
@@ -107,29 +109,29 @@ func TestReplay_TaskCalls(t *testing.T) {
 				}
 				before := len(srv.Stats().Requests)
 
-				rep := replayOf(t, db, src.RunID)
+				rep := replaytest.Replay(t, db, src.RunID)
 				if rep.State != src.State || rep.ExitCode != src.ExitCode || !reflect.DeepEqual(rep.Outputs, src.Outputs) {
 					t.Fatalf("replay = %s (exit %d) %v %v, source = %s (exit %d) %v %v", rep.State, rep.ExitCode, rep.Outputs, rep.Err, src.State, src.ExitCode, src.Outputs, src.Err)
 				}
 				if src.Err != nil && (rep.Err == nil || rep.Err.Error() != strings.ReplaceAll(src.Err.Error(), src.RunID, rep.RunID)) && !strings.Contains(rep.Err.Error(), "task") {
 					t.Fatalf("replay error %v, source %v", rep.Err, src.Err)
 				}
-				want, _ := normalInspect(t, db, src.RunID)
-				got, repDoc := normalInspect(t, db, rep.RunID)
+				want, _ := replaytest.NormalInspect(t, db, src.RunID)
+				got, repDoc := replaytest.NormalInspect(t, db, rep.RunID)
 				if got != want {
 					t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
 				}
 				if repDoc.ProtocolCalls[0].Task == nil {
 					t.Fatalf("replay inspect shows no task")
 				}
-				rep2 := replayOf(t, db, src.RunID)
+				rep2 := replaytest.Replay(t, db, src.RunID)
 				if a, b := only(describeRun(t, db, rep.RunID), "call.", "replay.", "session."), only(describeRun(t, db, rep2.RunID), "call.", "replay.", "session."); !slices.Equal(a, b) {
 					t.Fatalf("two replays differ:\n%s\n---\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
 				}
-				rep3 := replayOf(t, db, rep.RunID)
+				rep3 := replaytest.Replay(t, db, rep.RunID)
 				// Its frames are the source's: a keyed call's idempotency key in
 				// them is the source's effect id.
-				got3, _ := normalInspect(t, db, rep3.RunID)
+				got3, _ := replaytest.NormalInspect(t, db, rep3.RunID)
 				if got3 = strings.ReplaceAll(got3, srcDoc.ProtocolCalls[0].EffectID, "<effect-0>"); got3 != want {
 					t.Fatalf("replay of the replay differs:\n%s\n--- source\n%s", got3, want)
 				}
@@ -139,15 +141,6 @@ func TestReplay_TaskCalls(t *testing.T) {
 			})
 		}
 	})
-}
-
-func inspectDoc(t *testing.T, db *events.DB, runID string) *projector.Document {
-	t.Helper()
-	doc, err := projector.Inspect(context.Background(), db, runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return doc
 }
 
 // TestReplay_TaskDivergence: a replay never invents an answer about a
@@ -175,11 +168,11 @@ func TestReplay_TaskDivergence(t *testing.T) {
 		{name: "other arguments", topic: "y", field: "argumentsDigest", recorded: "sha256:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rp, err := workflow.PrepareReplay(context.Background(), db, src.RunID)
+			rp, err := replay.Prepare(context.Background(), db, src.RunID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			workflow.TruncateTaskSteps(rp.Dialer, tc.cut)
+			replay.TruncateTaskSteps(rp.Dialer, tc.cut)
 			wf := mustParse(t, strings.Replace(taskWorkflow(srv.URL, "research", "at_most_once", ""), "topic: x", "topic: "+tc.topic, 1))
 			res, err := (&workflow.Runner{DB: db, Dialer: rp.Dialer}).Run(context.Background(), wf, rp.Inputs, workflow.RunOptions{Mode: "replay", SourceRunID: src.RunID})
 			if err != nil {
@@ -223,19 +216,19 @@ func TestReplay_ToolsListChanged(t *testing.T) {
 		t.Fatalf("source re-listed %d times:\n%s", n-1, strings.Join(srcLog, "\n"))
 	}
 	before := len(srv.Stats().Requests)
-	rep := replayOf(t, db, src.RunID)
+	rep := replaytest.Replay(t, db, src.RunID)
 	if rep.Err != nil || !reflect.DeepEqual(rep.Outputs, src.Outputs) {
 		t.Fatalf("replay: %v %v", rep.Err, rep.Outputs)
 	}
 	if n := len(only(describeRun(t, db, rep.RunID), "session.catalog")); n != 2 {
 		t.Fatalf("replay recorded %d catalogs", n)
 	}
-	want, _ := normalInspect(t, db, src.RunID)
-	if got, _ := normalInspect(t, db, rep.RunID); got != want {
+	want, _ := replaytest.NormalInspect(t, db, src.RunID)
+	if got, _ := replaytest.NormalInspect(t, db, rep.RunID); got != want {
 		t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
 	}
-	rep2 := replayOf(t, db, rep.RunID) // a replay of the replay re-lists from the references
-	if got, _ := normalInspect(t, db, rep2.RunID); got != want {
+	rep2 := replaytest.Replay(t, db, rep.RunID) // a replay of the replay re-lists from the references
+	if got, _ := replaytest.NormalInspect(t, db, rep2.RunID); got != want {
 		t.Fatalf("inspect of the replay of the replay differs from the source's:\n%s", got)
 	}
 	if n := len(srv.Stats().Requests); n != before {
@@ -272,16 +265,16 @@ spec:
 		t.Fatalf("source: %v, tasks %+v", src.Err, srv.TaskStats())
 	}
 	before := len(srv.Stats().Requests)
-	rep1, rep2 := replayOf(t, db, src.RunID), replayOf(t, db, src.RunID)
+	rep1, rep2 := replaytest.Replay(t, db, src.RunID), replaytest.Replay(t, db, src.RunID)
 	if rep1.State != src.State || rep2.State != src.State {
 		t.Fatalf("replays ended %s and %s, source %s (%v %v)", rep1.State, rep2.State, src.State, rep1.Err, rep2.Err)
 	}
-	doc1, d1 := normalInspect(t, db, rep1.RunID)
-	doc2, _ := normalInspect(t, db, rep2.RunID)
+	doc1, d1 := replaytest.NormalInspect(t, db, rep1.RunID)
+	doc2, _ := replaytest.NormalInspect(t, db, rep2.RunID)
 	if doc1 != doc2 {
 		t.Fatalf("two replays differ:\n%s\n---\n%s", doc1, doc2)
 	}
-	srcDoc := inspectDoc(t, db, src.RunID)
+	srcDoc := replaytest.InspectDoc(t, db, src.RunID)
 	for i, c := range d1.ProtocolCalls {
 		var want *projector.CallView
 		for j := range srcDoc.ProtocolCalls {
@@ -312,12 +305,12 @@ func TestReplay_URLElicitation(t *testing.T) {
 	if src.ExitCode != workflow.ExitUncertain {
 		t.Fatalf("source exit %d: %v", src.ExitCode, src.Err)
 	}
-	rep := replayOf(t, db, src.RunID)
+	rep := replaytest.Replay(t, db, src.RunID)
 	if rep.ExitCode != src.ExitCode || rep.Err == nil || rep.Err.Error() != src.Err.Error() || strings.Count(rep.Err.Error(), "pay.example.com") != 1 {
 		t.Fatalf("replay exit %d: %v\nsource exit %d: %v", rep.ExitCode, rep.Err, src.ExitCode, src.Err)
 	}
-	want, _ := normalInspect(t, db, src.RunID)
-	if got, _ := normalInspect(t, db, rep.RunID); got != want {
+	want, _ := replaytest.NormalInspect(t, db, src.RunID)
+	if got, _ := replaytest.NormalInspect(t, db, rep.RunID); got != want {
 		t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
 	}
 }

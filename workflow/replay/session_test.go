@@ -1,4 +1,4 @@
-package workflow_test
+package replay_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/replay/replaytest"
 )
 
 // payloadsOf decodes every event of type typ in runID, in log order.
@@ -37,7 +38,7 @@ func payloadsOf[T any](t *testing.T, db *events.DB, runID, typ string) []T {
 // guessed from the run's exit code: a 403 on initialize is http_status
 // (exit 5), which the exit code alone would have read as transport_loss.
 func TestReplay_SessionFailureKind(t *testing.T) {
-	srv := mcptest.Start(t, mcptest.Options{}, actTool(nil))
+	srv := mcptest.Start(t, mcptest.Options{}, actTool())
 	srv.Inject(mcptest.Fault{RPCMethod: "initialize", Status: http.StatusForbidden})
 	db := openDB(t)
 	src := runAct(t, db, srv, "idempotent", nil)
@@ -45,7 +46,7 @@ func TestReplay_SessionFailureKind(t *testing.T) {
 	if len(srcFin) != 1 || srcFin[0].ErrorKind != "http_status" || srcFin[0].Error == "" {
 		t.Fatalf("source task.finished = %+v; want one, errorKind http_status", srcFin)
 	}
-	rep := replayOf(t, db, src.RunID)
+	rep := replaytest.Replay(t, db, src.RunID)
 	if exitCode(rep) != exitCode(src) || rep.State != src.State {
 		t.Fatalf("replay ended %s exit %d; source %s exit %d", rep.State, exitCode(rep), src.State, exitCode(src))
 	}
@@ -60,7 +61,7 @@ func TestReplay_SessionFailureKind(t *testing.T) {
 // status and message of its recorded call.error; the exit code (3,
 // uncertain) would have guessed policy_denied.
 func TestReplay_ReconnectFailureKind(t *testing.T) {
-	srv := mcptest.Start(t, mcptest.Options{}, actTool(nil))
+	srv := mcptest.Start(t, mcptest.Options{}, actTool())
 	srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Status: http.StatusNotFound, Nth: 1})
 	srv.Inject(mcptest.Fault{RPCMethod: "initialize", Status: http.StatusForbidden, Nth: 2})
 	db := openDB(t)
@@ -72,7 +73,7 @@ func TestReplay_ReconnectFailureKind(t *testing.T) {
 	if len(srcErrs) != 2 || srcErrs[1].Kind != "http_status" || srcErrs[1].Status != http.StatusForbidden {
 		t.Fatalf("source call.error = %+v; want the 404, then the reconnect's 403 (http_status)", srcErrs)
 	}
-	rep := replayOf(t, db, src.RunID)
+	rep := replaytest.Replay(t, db, src.RunID)
 	if exitCode(rep) != exitCode(src) || rep.State != src.State {
 		t.Fatalf("replay ended %s exit %d; source %s exit %d", rep.State, exitCode(rep), src.State, exitCode(src))
 	}

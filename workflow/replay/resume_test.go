@@ -1,4 +1,4 @@
-package workflow_test
+package replay_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/replay/replaytest"
 )
 
 // TestReplay_ResumeAndServerRequests: runs whose evidence holds a resumed
@@ -75,14 +76,14 @@ func TestReplay_ResumeAndServerRequests(t *testing.T) {
 					}
 				}
 				srv.Close()
-				blockNetwork(t, srv.URL)
+				replaytest.BlockNetwork(t, srv.URL)
 
-				rep := replayOf(t, db, src.RunID)
+				rep := replaytest.Replay(t, db, src.RunID)
 				if rep.State != src.State || rep.ExitCode != src.ExitCode || !reflect.DeepEqual(rep.Outputs, src.Outputs) {
 					t.Fatalf("replay = %s (exit %d) %v, source = %s (exit %d) %v", rep.State, rep.ExitCode, rep.Outputs, src.State, src.ExitCode, src.Outputs)
 				}
-				want, _ := normalInspect(t, db, src.RunID)
-				gotDoc, _ := normalInspect(t, db, rep.RunID)
+				want, _ := replaytest.NormalInspect(t, db, src.RunID)
+				gotDoc, _ := replaytest.NormalInspect(t, db, rep.RunID)
 				if gotDoc != want {
 					t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", gotDoc, want)
 				}

@@ -1,20 +1,21 @@
-package workflow
+package replay
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow"
 )
 
 // TestSessionFailure_OldLogs: a log written before task.finished carried
 // errorKind still replays: the kind is the one that gives the run's exit
-// code (exitFor of it is that code); a recorded kind wins.
+// code (its class has that code); a recorded kind wins.
 func TestSessionFailure_OldLogs(t *testing.T) {
-	for _, code := range []int{ExitFailed, ExitRemote, ExitUncertain, ExitCancelled} {
+	for _, code := range []int{workflow.ExitFailed, workflow.ExitRemote, workflow.ExitUncertain, workflow.ExitCancelled} {
 		src := &replaySource{exitCode: code}
 		err := src.sessionFailure("initialize", &sessionFail{msg: "boom"})
-		if got := exitFor(err); got != code || err.Error() != "boom" {
+		if got := workflow.Class(transport.KindOf(err)).Code(); got != code || err.Error() != "boom" {
 			t.Errorf("exit %d: rebuilt %q with kind %s, exit %d", code, err, transport.KindOf(err), got)
 		}
 		if err := src.sessionFailure("tools/list", nil); err.Error() != "recorded tools/list failure" {

@@ -1,15 +1,11 @@
-package workflow_test
+package replay_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -19,6 +15,8 @@ import (
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/replay"
+	"github.com/agentctl/agentctl/workflow/replay/replaytest"
 )
 
 // twoTasks searches then gets the document found, with a header secret the
@@ -73,122 +71,6 @@ func searchTools(progress int, getErr error) []mcptest.ToolDef {
 	}
 }
 
-// blockNetwork makes any HTTP use through the default transport fail the
-// test, and listens on the stopped server's port so that a dial fails it too.
-func blockNetwork(t *testing.T, serverURL string) {
-	t.Helper()
-	old := http.DefaultTransport
-	http.DefaultTransport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		t.Errorf("replay used the network: %s %s", r.Method, r.URL)
-		return nil, errors.New("network forbidden in replay")
-	})
-	t.Cleanup(func() { http.DefaultTransport = old })
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", u.Host)
-	if err != nil {
-		t.Fatalf("re-listen on the stopped server's address %s: %v", u.Host, err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Errorf("replay dialled %s", u.Host)
-			_ = c.Close()
-		}
-	}()
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// replayOf replays runID with the network blocked and no secrets.
-func replayOf(t *testing.T, db *events.DB, runID string) *workflow.Result {
-	t.Helper()
-	rp, err := workflow.PrepareReplay(context.Background(), db, runID)
-	if err != nil {
-		t.Fatalf("prepare replay of %s: %v", runID, err)
-	}
-	r := &workflow.Runner{DB: db, Dialer: rp.Dialer, Getenv: func(name string) string {
-		t.Errorf("replay read the environment variable %s", name)
-		return ""
-	}}
-	res, err := r.Run(context.Background(), rp.Workflow, rp.Inputs, workflow.RunOptions{Mode: "replay", SourceRunID: runID})
-	if err != nil {
-		t.Fatalf("replay of %s: %v", runID, err)
-	}
-	if !strings.HasPrefix(res.RunID, "replay-") {
-		t.Fatalf("replay run id %q lacks the replay- prefix", res.RunID)
-	}
-	if u := rp.Dialer.Unused(); len(u) != 0 {
-		t.Fatalf("replay left recorded calls unasked: %v", u)
-	}
-	return res
-}
-
-var progressToken = regexp.MustCompile(`"progressToken": "[0-9a-f]{16}"`)
-
-// normalInspect is the inspect document without what a replay may change:
-// ids, timestamps, source links, the run mode and the row status (a replay's
-// rows say "recorded"; the call's state machine state stays in protocolState).
-func normalInspect(t *testing.T, db *events.DB, runID string) (string, *projector.Document) {
-	t.Helper()
-	doc, err := projector.Inspect(context.Background(), db, runID)
-	if err != nil {
-		t.Fatalf("inspect %s: %v", runID, err)
-	}
-	raw, _ := json.Marshal(doc)
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatal(err)
-	}
-	// A replay references the source's frames instead of copying them; the
-	// frames it shows are the source's, seqs included, and its event count
-	// counts them as its own.
-	drop := map[string]bool{"runId": true, "effectId": true, "sourceRunId": true, "sourceEffectId": true, "sourceTaskId": true,
-		"startedAt": true, "finishedAt": true, "updatedAt": true, "createdAt": true, "at": true, "mode": true, "status": true}
-	var walk func(any) any
-	walk = func(x any) any {
-		switch x := x.(type) {
-		case map[string]any:
-			for k, v := range x {
-				if drop[k] {
-					delete(x, k)
-					continue
-				}
-				x[k] = walk(v)
-			}
-		case []any:
-			for i := range x {
-				x[i] = walk(x[i])
-			}
-		}
-		return x
-	}
-	out, _ := json.MarshalIndent(walk(v), "", " ")
-	text := strings.ReplaceAll(string(out), runID, "<run>")
-	for i, c := range doc.ProtocolCalls {
-		text = strings.ReplaceAll(text, c.EffectID, fmt.Sprintf("<effect-%d>", i))
-		// A replay's uncertain call is settled in its source: its message
-		// names the source's call and run, as the source's own does.
-		if c.SourceEffectID != nil {
-			text = strings.ReplaceAll(text, *c.SourceEffectID, fmt.Sprintf("<effect-%d>", i))
-		}
-	}
-	if doc.Run.SourceRunID != nil {
-		text = strings.ReplaceAll(text, *doc.Run.SourceRunID, "<run>")
-	}
-	// Copied frames carry the progress token the original run sent.
-	text = progressToken.ReplaceAllString(text, `"progressToken": "<token>"`)
-	return text, doc
-}
-
 func TestReplay_EqualsSourceWithoutNetwork(t *testing.T) {
 	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
 		for _, tc := range []struct {
@@ -223,14 +105,14 @@ func TestReplay_EqualsSourceWithoutNetwork(t *testing.T) {
 					t.Fatalf("source run = %s (exit %d, %v), want %s (exit %d)", src.State, src.ExitCode, src.Err, tc.wantState, tc.wantCode)
 				}
 				srv.Close()
-				blockNetwork(t, srv.URL)
+				replaytest.BlockNetwork(t, srv.URL)
 
-				rep := replayOf(t, db, src.RunID)
+				rep := replaytest.Replay(t, db, src.RunID)
 				if rep.State != src.State || rep.ExitCode != src.ExitCode || !reflect.DeepEqual(rep.Outputs, src.Outputs) {
 					t.Fatalf("replay = %s (exit %d) %v, source = %s (exit %d) %v", rep.State, rep.ExitCode, rep.Outputs, src.State, src.ExitCode, src.Outputs)
 				}
-				want, srcDoc := normalInspect(t, db, src.RunID)
-				got, repDoc := normalInspect(t, db, rep.RunID)
+				want, srcDoc := replaytest.NormalInspect(t, db, src.RunID)
+				got, repDoc := replaytest.NormalInspect(t, db, rep.RunID)
 				if got != want {
 					t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
 				}
@@ -249,8 +131,8 @@ func TestReplay_EqualsSourceWithoutNetwork(t *testing.T) {
 				}
 
 				// A replay of the replay answers from the replay's evidence.
-				rep2 := replayOf(t, db, rep.RunID)
-				got2, rep2Doc := normalInspect(t, db, rep2.RunID)
+				rep2 := replaytest.Replay(t, db, rep.RunID)
+				got2, rep2Doc := replaytest.NormalInspect(t, db, rep2.RunID)
 				if got2 != want || *rep2Doc.Run.SourceRunID != rep.RunID {
 					t.Fatalf("replay of replay differs (source %v):\n%s", rep2Doc.Run.SourceRunID, got2)
 				}
@@ -268,7 +150,7 @@ func TestReplay_DivergenceNamesTaskAndField(t *testing.T) {
 		if err != nil || src.Err != nil {
 			t.Fatalf("source: %v / %v", err, src.Err)
 		}
-		rp, err := workflow.PrepareReplay(context.Background(), db, src.RunID)
+		rp, err := replay.Prepare(context.Background(), db, src.RunID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,10 +182,10 @@ func TestReplay_RefusesUnfinishedAndUnknownRuns(t *testing.T) {
 	if _, err := db.Append(ctx, "run-open", []events.Record{{Stream: "run", Type: vocab.TypeRunCreated, Payload: created}}, projector.Apply); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := workflow.PrepareReplay(ctx, db, "run-open"); !errors.Is(err, workflow.ErrRunNotFinished) || !strings.Contains(err.Error(), "run-open") {
+	if _, err := replay.Prepare(ctx, db, "run-open"); !errors.Is(err, workflow.ErrRunNotFinished) || !strings.Contains(err.Error(), "run-open") {
 		t.Fatalf("replay of an unfinished run: %v, want ErrRunNotFinished naming it", err)
 	}
-	if _, err := workflow.PrepareReplay(ctx, db, "run-nope"); !errors.Is(err, projector.ErrUnknownRun) || !strings.Contains(err.Error(), "run-nope") {
+	if _, err := replay.Prepare(ctx, db, "run-nope"); !errors.Is(err, projector.ErrUnknownRun) || !strings.Contains(err.Error(), "run-nope") {
 		t.Fatalf("replay of an unknown run: %v, want ErrUnknownRun naming it", err)
 	}
 }
@@ -321,10 +203,10 @@ func TestReplay_InspectPastTheBound(t *testing.T) {
 		t.Fatalf("source run: %v %v", err, src.Err)
 	}
 	srv.Close()
-	blockNetwork(t, srv.URL)
-	rep := replayOf(t, db, src.RunID)
-	want, srcDoc := normalInspect(t, db, src.RunID)
-	got, repDoc := normalInspect(t, db, rep.RunID)
+	replaytest.BlockNetwork(t, srv.URL)
+	rep := replaytest.Replay(t, db, src.RunID)
+	want, srcDoc := replaytest.NormalInspect(t, db, src.RunID)
+	got, repDoc := replaytest.NormalInspect(t, db, rep.RunID)
 	if got != want {
 		t.Fatalf("inspect of replay differs from the source's:\n--- replay\n%s\n--- source\n%s", got, want)
 	}

@@ -1,4 +1,4 @@
-package workflow
+package replay
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow"
 )
 
 // callKey is a call's position in a run: task, attempt, ordinal.
@@ -97,7 +98,7 @@ type recSend struct {
 	result    *vocab.CallResult
 	callErr   *vocab.CallError
 	trigger   string // the transition fired on callErr
-	// task is the MCP task that answered this send (replay_task_index.go);
+	// task is the MCP task that answered this send (task_index.go);
 	// the send's outcome is then its CreateTaskResult.
 	task *recTask
 	// interrupted: the process ended with this send's outcome unknown
@@ -170,7 +171,7 @@ func loadReplaySource(ctx context.Context, db *events.DB, runID string) (*replay
 		return nil, fmt.Errorf("%w %q", projector.ErrUnknownRun, runID)
 	}
 	if !ix.finished {
-		return nil, fmt.Errorf("replay %s: %w (no run.finished; resume or reconcile it first)", runID, ErrRunNotFinished)
+		return nil, fmt.Errorf("replay %s: %w (no run.finished; resume or reconcile it first)", runID, workflow.ErrRunNotFinished)
 	}
 	return ix.src, nil
 }

@@ -1,4 +1,4 @@
-package workflow
+package replay
 
 import (
 	"bytes"
@@ -12,22 +12,8 @@ import (
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/internal/canonjson"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow"
 )
-
-// replayedError is a recorded failure: it prints exactly as recorded and
-// unwraps to a transport error classified like the original.
-type replayedError struct {
-	msg string
-	err error
-	// ctxEnded: the source saw this failure because its context ended;
-	// cancelCause is then the cause its tasks/cancel recorded ("user" or
-	// "timeout"), "" when none was.
-	ctxEnded    bool
-	cancelCause string
-}
-
-func (e *replayedError) Error() string { return e.msg }
-func (e *replayedError) Unwrap() error { return e.err }
 
 // failure rebuilds a recorded call failure so that the run loop fires the
 // same trigger it fired in the source run.
@@ -42,7 +28,7 @@ func (s *recSend) failure() error {
 		// Unauthorized is possibly executed only after the server accepted the call (a 401 on the resume GET).
 		te.Accepted = te.Kind == transport.KindUnauthorized
 		if !te.MayHaveExecuted() { // the source error was not a transport error
-			return &replayedError{msg: ce.Message, err: errors.New(ce.Message)}
+			return &workflow.ReplayedError{Msg: ce.Message, Err: errors.New(ce.Message)}
 		}
 	case fsm.Cancel:
 		// The source's context ended after the send: the user's cancel
@@ -53,18 +39,18 @@ func (s *recSend) failure() error {
 			cause = "user"
 		}
 		te.Kind, te.Sent = transport.KindCancelled, true
-		return &replayedError{msg: ce.Message, err: te, ctxEnded: true, cancelCause: cause}
+		return &workflow.ReplayedError{Msg: ce.Message, Err: te, CtxEnded: true, CancelCause: cause}
 	case fsm.URLElicitationRequired:
 		// The recorded message is the call's, which names the hosts in
 		// front of the server's error: give back the server's error (its
 		// data from the response frame) so the call says it once again.
 		te.Data = errorData(s.responses)
-		if why, ok := urlElicitation(te); ok {
+		if why, ok := workflow.URLElicitationReason(te); ok {
 			msg, _ := strings.CutPrefix(ce.Message, fmt.Sprintf("%s: %s: ", fsm.ReasonURLElicitationRequired, why))
-			return &replayedError{msg: msg, err: te}
+			return &workflow.ReplayedError{Msg: msg, Err: te}
 		}
 	}
-	return &replayedError{msg: ce.Message, err: te}
+	return &workflow.ReplayedError{Msg: ce.Message, Err: te}
 }
 
 // errorData is the data member of the last JSON-RPC error response.
@@ -91,38 +77,18 @@ func (src *replaySource) sessionFailure(op string, f *sessionFail) error {
 		rf = *f
 	}
 	if rf.kind == "" {
-		rf.kind = kindForExit(src.exitCode)
+		rf.kind = workflow.KindForExit(src.exitCode)
 	}
 	if rf.msg == "" {
 		rf.msg = "recorded " + op + " failure"
 	}
-	return &replayedError{msg: rf.msg, err: &transport.Error{Op: op, Kind: rf.kind, Status: rf.status, Code: rf.code}}
-}
-
-// kindForExit inverts exitFor: a transport error kind that ends a run with
-// code. It serves logs that did not record the kind of a session failure
-// (task.finished without errorKind).
-func kindForExit(code int) transport.Kind {
-	switch code {
-	case ExitUncertain:
-		return transport.KindPolicyDenied
-	case ExitCancelled:
-		return transport.KindCancelled
-	case ExitFailed:
-		return transport.KindRemoteError
-	}
-	return transport.KindTransportLoss
+	return &workflow.ReplayedError{Msg: rf.msg, Err: &transport.Error{Op: op, Kind: rf.kind, Status: rf.status, Code: rf.code}}
 }
 
 type replayConn struct {
 	src    *replaySource
 	remote string
 }
-
-// replayedKind marks the transport.Frame by which a replay session hands
-// the run loop a reference to recorded frames (frameSink records it as
-// replay.frames): both ends are in this package.
-const replayedKind = "replayed"
 
 // emitRefs hands sink the reference to a group of recorded frames.
 func (src *replaySource) emitRefs(ctx context.Context, sink transport.Sink, r frameRefs) error {
@@ -140,11 +106,11 @@ func (src *replaySource) emitRefs(ctx context.Context, sink transport.Sink, r fr
 	if err != nil {
 		return err
 	}
-	return sink(ctx, transport.Frame{Dir: "ref", Kind: replayedKind, Body: body})
+	return sink(ctx, transport.Frame{Dir: "ref", Kind: workflow.ReplayedKind, Body: body})
 }
 
 // Connect opens the next recorded generation of this remote.
-func (c *replayConn) Connect(ctx context.Context, sink transport.Sink) (Session, error) {
+func (c *replayConn) Connect(ctx context.Context, sink transport.Sink) (workflow.Session, error) {
 	src := c.src
 	src.gens[c.remote]++
 	for g := src.gens[c.remote]; g <= len(src.sessions[c.remote]) && src.sessions[c.remote][g-1].abandoned; g++ {
@@ -152,7 +118,7 @@ func (c *replayConn) Connect(ctx context.Context, sink transport.Sink) (Session,
 	}
 	gen := src.gens[c.remote]
 	if gen > len(src.sessions[c.remote]) {
-		return nil, &DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: "session",
+		return nil, &workflow.DivergenceError{SourceRunID: src.runID, TaskID: src.curKey.task, Attempt: src.curKey.attempt, Field: "session",
 			Recorded: fmt.Sprintf("%d session(s) with %q", len(src.sessions[c.remote]), c.remote), Replayed: fmt.Sprintf("session %d", gen)}
 	}
 	rs := src.sessions[c.remote][gen-1]
@@ -172,10 +138,10 @@ type replaySession struct {
 	lists  int // ListTools answered so far
 }
 
-var _ Recorded = (*replaySession)(nil)
+var _ workflow.Recorded = (*replaySession)(nil)
 
-func (s *replaySession) Info() SessionInfo {
-	return SessionInfo{ProtocolVersion: s.rec.opened.ProtocolVersion, ServerInfo: s.rec.opened.ServerInfo, IDDigest: s.rec.opened.SessionIDDigest}
+func (s *replaySession) Info() workflow.SessionInfo {
+	return workflow.SessionInfo{ProtocolVersion: s.rec.opened.ProtocolVersion, ServerInfo: s.rec.opened.ServerInfo, IDDigest: s.rec.opened.SessionIDDigest}
 }
 
 func (s *replaySession) ListTools(ctx context.Context, sink transport.Sink) (*transport.Catalog, error) {

@@ -1,4 +1,4 @@
-package workflow
+package replay
 
 import (
 	"encoding/json"
@@ -17,7 +17,7 @@ import (
 // poll (its frames are not kept, its call.error is). A replay answers the
 // task's requests from these steps, in order, and reproduces the folded
 // polls between two recorded status changes from the change's poll
-// ordinal (see replay_task.go).
+// ordinal (see task.go).
 
 // recTask is the recorded MCP task of one send.
 type recTask struct {
