@@ -210,8 +210,8 @@ func (ix *indexer) callTaskCancel(e events.Event) error {
 
 // taskResult files call.result under the tasks/result that produced it.
 func (t *recTask) taskResult(p *vocab.CallResult) {
-	if s := t.last(); s != nil && s.method == "tasks/result" && !s.settled() {
-		s.result = p
+	if s := t.last(); s != nil && !s.settled() && (s.method == "tasks/result" || (s.method == "tasks/get" && s.status != nil)) {
+		s.result = p // tasks/result's, or (2026-07-28) the tasks/get's that carried it inline
 	}
 }
 

@@ -141,3 +141,46 @@ func TestTask2026Call_Cancel(t *testing.T) {
 		t.Fatalf("call %s, task %s", call.Status, b)
 	}
 }
+
+// TestTask2026Call_Replay: a run whose calls were 2026-07-28 tasks replays
+// from the log with the server gone: the task, its polls (the same
+// call.task_status events) and its outcome (a completed task's result, a
+// failed task's error) answered from the recorded tasks/get; the same exit
+// code and output.
+func TestTask2026Call_Replay(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    mcptest.Handler
+		exit int
+		last string
+	}{
+		{"completed", nil, workflow.ExitOK, "call.result polling->succeeded"},
+		{"failed", func(context.Context, *mcptest.Call) (*mcptest.Result, error) {
+			return nil, &mcptest.RPCError{Code: -32603, Message: "no sources"}
+		}, workflow.ExitFailed, "call.error polling->failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mcptest.NewServer(mcptest.Options{ProtocolVersion: mcptest.Protocol20260728, Tasks: &mcptest.TaskOptions{WorkingPolls: 2, PollInterval: 10}}, researchTool(tc.h))
+			db := openDB(t)
+			src := runTask(t, db, modernTaskWorkflow(srv.URL, "idempotent", ""), nil)
+			if src.ExitCode != tc.exit {
+				t.Fatalf("source exit %d: %v", src.ExitCode, src.Err)
+			}
+			srv.Close()
+			blockNetwork(t, srv.URL)
+			rep := replayOf(t, db, src.RunID)
+			if rep.ExitCode != src.ExitCode || fmt.Sprint(rep.Outputs) != fmt.Sprint(src.Outputs) || fmt.Sprint(rep.Err) != fmt.Sprint(src.Err) {
+				t.Fatalf("replay exit %d: %v, outputs %v; source %d: %v", rep.ExitCode, rep.Err, rep.Outputs, src.ExitCode, src.Err)
+			}
+			want := []string{"call.prepared", "replay.frames call prepared->dispatched", "call.task_accepted dispatched->accepted",
+				"replay.frames call accepted->polling", "call.task_status", tc.last}
+			if got := only(describeRun(t, db, rep.RunID), "call.", "replay.frames call "); !slices.Equal(got, want) {
+				t.Fatalf("replay call events:\n%s", strings.Join(got, "\n"))
+			}
+			s, r := only(describeRun(t, db, src.RunID), "call."), only(describeRun(t, db, rep.RunID), "call.")
+			if !slices.Equal(s, r) {
+				t.Fatalf("call events differ:\nsource\n%s\nreplay\n%s", strings.Join(s, "\n"), strings.Join(r, "\n"))
+			}
+		})
+	}
+}
