@@ -346,7 +346,7 @@ func (c *call) cancelTask(ctx context.Context, ts TaskSession, cause, statusMess
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTaskTimeout)
 	defer cancel()
 	got, err := ts.CancelTask(cctx, c.taskID, rn.sink(c.stream(), c.frameBase()))
-	if err == nil && got == nil { // 2026-07-28: only acknowledged; tasks/get tells the final state
+	if err == nil && (got == nil || c.inline) { // 2026-07-28: only acknowledged; tasks/get tells the final state
 		got, err = c.cancelledState(cctx, ts)
 	}
 	rec := vocab.CallTaskCancel{EffectID: c.effectID, Cause: cause}

@@ -140,6 +140,14 @@ func TestTask2026Call_Cancel(t *testing.T) {
 	if call.Status != "cancelled" || call.Task == nil || call.Task.Cancel == nil || !strings.Contains(string(b), `"confirmed":true`) {
 		t.Fatalf("call %s, task %s", call.Status, b)
 	}
+	// The replay answers tasks/cancel and the tasks/get after it from the log.
+	rep := replayOf(t, db, res.RunID)
+	if rep.ExitCode != res.ExitCode {
+		t.Fatalf("replay exit %d: %v; source %d", rep.ExitCode, rep.Err, res.ExitCode)
+	}
+	if s, r := only(describeRun(t, db, res.RunID), "call."), only(describeRun(t, db, rep.RunID), "call."); !slices.Equal(s, r) {
+		t.Fatalf("call events differ:\nsource\n%s\nreplay\n%s", strings.Join(s, "\n"), strings.Join(r, "\n"))
+	}
 }
 
 // TestTask2026Call_Replay: a run whose calls were 2026-07-28 tasks replays
