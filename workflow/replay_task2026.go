@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -62,4 +63,33 @@ func (s *replaySession) TaskOutcome(t *transport.Task) (*transport.CallResult, e
 		}
 	}
 	return nil, s.div("task", fmt.Sprintf("task %s without a recorded outcome", rt.accepted.TaskIDDigest), "its outcome")
+}
+
+// UpdateTask acknowledges a tasks/update the source sent, from its
+// recorded step.
+func (s *replaySession) UpdateTask(ctx context.Context, taskID string, _ map[string]json.RawMessage, sink transport.Sink) error {
+	st, err := s.answered(ctx, taskID, "tasks/update", sink)
+	if err != nil {
+		return err
+	}
+	if st.callErr != nil {
+		return st.failure("tasks/update")
+	}
+	return nil
+}
+
+// inputOf reads the input requests of an input_required task from the
+// response of the tasks/get that recorded it (nil when none).
+func inputOf(responses []vocab.Frame) *transport.InputRequired {
+	for i := len(responses) - 1; i >= 0; i-- {
+		var m struct {
+			Result *struct {
+				InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(responses[i].Body, &m) == nil && m.Result != nil && m.Result.InputRequests != nil {
+			return &transport.InputRequired{Requests: m.Result.InputRequests}
+		}
+	}
+	return nil
 }

@@ -61,6 +61,10 @@ type call struct {
 	// inline: the task is a 2026-07-28 one (the tasks extension), whose
 	// tasks/get carries the outcome (run_call_task2026.go).
 	inline bool
+	// updated are the input request keys of the task already answered
+	// with tasks/update (2026-07-28), updates how many were sent.
+	updated map[string]bool
+	updates int
 	// taskShown is taskID as kept and printed (redacted); tb the task
 	// call's bounds (task_bounds.go).
 	taskShown string

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -158,7 +160,16 @@ func (c *call) accepted(ctx context.Context, ts TaskSession, tc *transport.TaskC
 	return c.pollTask(ctx, ts, t)
 }
 
-func statusKey(t *transport.Task) string { return string(t.Status) + "\x00" + t.StatusMessage }
+// statusKey is what makes a task's answer a change: its status and
+// message and, at 2026-07-28, the keys of its input requests (each new
+// request is recorded with the poll that carried it, for the replay).
+func statusKey(t *transport.Task) string {
+	k := string(t.Status) + "\x00" + t.StatusMessage
+	if t.Input != nil {
+		k += "\x00" + strings.Join(slices.Sorted(maps.Keys(t.Input.Requests)), "\x00")
+	}
+	return k
+}
 
 // pollTask asks about the recorded task until it ends, then fetches its
 // result (validated exactly like a direct result) or ends the call as the
@@ -197,6 +208,14 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 				f := &callFailure{kind: fsm.ReasonTaskCancelledByServer, msg: fmt.Sprintf("task %s was cancelled by the server: %s", c.taskRef(), t.StatusMessage)}
 				return nil, c.failWith(fsm.TaskCancelled, f, t.StatusMessage)
 			case transport.TaskInputRequired:
+				if c.inline && t.Input != nil {
+					answered, err := c.updateTask(ctx, ts, t)
+					if err != nil || !answered {
+						return nil, err
+					}
+					t = pollAgain(t)
+					continue
+				}
 				if _, ferr := c.fire(fsm.TaskInputRequired, t.StatusMessage, false); ferr != nil {
 					return nil, ferr
 				}

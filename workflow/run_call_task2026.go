@@ -2,7 +2,12 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/agentctl/agentctl/fsm"
 	"github.com/agentctl/agentctl/transport"
@@ -21,6 +26,9 @@ type Tasks2026Session interface {
 	// TaskOutcome reads a terminal task's inline outcome: a completed
 	// task's result, or a failed task's error (KindRemoteError).
 	TaskOutcome(t *transport.Task) (*transport.CallResult, error)
+	// UpdateTask sends tasks/update with the answers to the task's input
+	// requests (only acknowledged).
+	UpdateTask(ctx context.Context, taskID string, answers map[string]json.RawMessage, sink transport.Sink) error
 }
 
 func (n netSession) TaskOutcome(t *transport.Task) (*transport.CallResult, error) {
@@ -66,4 +74,65 @@ func (c *call) cancelledState(ctx context.Context, ts TaskSession) (*transport.T
 		return t, err
 	}
 	return ts.PollTask(ctx, t, c.rn.sink(c.stream(), c.frameBase()), nil)
+}
+
+// pollAgain is t as polling goes on after tasks/update: asked about again
+// after its pollInterval (the update is eventually consistent).
+func pollAgain(t *transport.Task) *transport.Task {
+	next := *t
+	next.Status = transport.TaskWorking
+	return &next
+}
+
+// updateTask answers the input requests of an input_required 2026-07-28
+// task with tasks/update, each key once: the call goes input_required →
+// polling (input_answered), the update's frames recorded with it. A task
+// that only repeats keys already answered is polled again (answered
+// true, nothing sent). Past fsm.MaxInputRounds updates, or input the
+// action's elicitation setting cannot give, the call ends as a 2025-11-25
+// task asking for input does: tasks/cancel, uncertain (answered false).
+func (c *call) updateTask(ctx context.Context, ts TaskSession, t *transport.Task) (answered bool, err error) {
+	fresh := &transport.InputRequired{Requests: map[string]json.RawMessage{}}
+	for k, v := range t.Input.Requests {
+		if !c.updated[k] {
+			fresh.Requests[k] = v
+		}
+	}
+	if len(fresh.Requests) == 0 {
+		return true, nil
+	}
+	if _, err := c.fire(fsm.TaskInputRequired, t.StatusMessage, false); err != nil {
+		return false, err
+	}
+	up, ok := ts.(Tasks2026Session)
+	var ans *transport.InputAnswer
+	if ok && c.updates < fsm.MaxInputRounds {
+		ans, err = fresh.Answer(c.rn.wf.Action(c.task).Elicitation.Policy())
+	}
+	if !ok || c.updates >= fsm.MaxInputRounds || err != nil {
+		_, err := c.cancelTask(ctx, ts, "input_required", t.StatusMessage)
+		return false, err
+	}
+	c.updates++
+	if c.updated == nil {
+		c.updated = map[string]bool{}
+	}
+	if err := up.UpdateTask(ctx, t.ID, ans.Responses, c.rn.sink(c.stream(), c.frameBase())); err != nil {
+		c.lastErr = err
+		c.rn.pending = append(c.rn.pending, c.errorRecord(err))
+		if _, ferr := c.fire(fsm.FailPossiblyExecuted, fmt.Sprintf("task %s: tasks/update: %v", c.taskRef(), err), false); ferr != nil {
+			return false, errors.Join(err, ferr)
+		}
+		return false, err
+	}
+	keys := slices.Sorted(maps.Keys(fresh.Requests))
+	for _, k := range keys {
+		c.updated[k] = true
+	}
+	_, err = c.fire(fsm.InputAnswered, "tasks/update: "+strings.Join(fresh.Methods(), ", "), false)
+	return err == nil, err
+}
+
+func (n netSession) UpdateTask(ctx context.Context, taskID string, answers map[string]json.RawMessage, sink transport.Sink) error {
+	return n.s.UpdateTask(ctx, taskID, answers, sink)
 }

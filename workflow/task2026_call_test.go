@@ -192,3 +192,61 @@ func TestTask2026Call_Replay(t *testing.T) {
 		})
 	}
 }
+
+// TestTask2026Call_InputAnsweredByUpdate: a 2026-07-28 task asks for input
+// twice; the action's elicitation setting answers each input request once
+// with tasks/update (recorded: input_required → polling, the update's
+// frames), and the task completes: one execution, no tasks/result. The
+// replay answers tasks/update with an acknowledgement from the log: the
+// same call events. Asking more than fsm.MaxInputRounds times ends the
+// call as a 2025-11-25 task asking for input: tasks/cancel, uncertain.
+func TestTask2026Call_InputAnsweredByUpdate(t *testing.T) {
+	elicit := json.RawMessage(`{"message":"plan?","requestedSchema":{"type":"object","properties":{"plan":{"type":"string","default":"pro"}}}}`)
+	for _, tc := range []struct {
+		name            string
+		rounds, updates int
+		exit            int
+	}{{"two rounds", 2, 2, workflow.ExitOK}, {"too many rounds", 20, 8, workflow.ExitUncertain}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := modernTaskServer(t, mcptest.TaskOptions{WorkingPolls: 1, InputRounds: tc.rounds, Elicit: elicit, PollInterval: 10}, nil)
+			db := openDB(t)
+			res := runTask(t, db, modernTaskWorkflow(srv.URL, "at_most_once", "elicitation: {mode: defaults}"), nil)
+			if res.ExitCode != tc.exit {
+				t.Fatalf("exit %d: %v", res.ExitCode, res.Err)
+			}
+			ts := srv.TaskStats()
+			if ts.Updates != tc.updates || ts.Results != 0 || srv.Stats().Executed["research"] != 1 {
+				t.Fatalf("server: %+v", ts)
+			}
+			if string(ts.InputResponses[0]) != `{"ask-1":{"action":"accept","content":{"plan":"pro"}}}` {
+				t.Fatalf("update sent %s", ts.InputResponses[0])
+			}
+			lines := describeRun(t, db, res.RunID)
+			if n := strings.Count(strings.Join(lines, "\n"), "input_required->polling"); n != tc.updates {
+				t.Fatalf("%d updates recorded, want %d:\n%s", n, tc.updates, strings.Join(lines, "\n"))
+			}
+			if tc.exit == workflow.ExitUncertain && ts.Cancels != 1 {
+				t.Fatalf("tasks/cancel sent %d times", ts.Cancels)
+			}
+			rep := replayOf(t, db, res.RunID)
+			if rep.ExitCode != res.ExitCode || fmt.Sprint(rep.Outputs) != fmt.Sprint(res.Outputs) {
+				t.Fatalf("replay exit %d: %v; source %d", rep.ExitCode, rep.Err, res.ExitCode)
+			}
+			if s, r := movesOf(t, db, res.RunID), movesOf(t, db, rep.RunID); !slices.Equal(s, r) {
+				t.Fatalf("call moves differ:\nsource %v\nreplay %v", s, r)
+			}
+			if s, r := only(lines, "call.task_status"), only(describeRun(t, db, rep.RunID), "call.task_status"); len(s) != len(r) {
+				t.Fatalf("task statuses: source %d, replay %d", len(s), len(r))
+			}
+		})
+	}
+}
+
+// movesOf is a run's call transitions as from->to (trigger).
+func movesOf(t *testing.T, db *events.DB, runID string) []string {
+	var out []string
+	for _, m := range runMoves(t, db, runID) {
+		out = append(out, m.From+"->"+m.To+" ("+m.Trigger+")")
+	}
+	return out
+}
