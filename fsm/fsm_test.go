@@ -185,7 +185,7 @@ func TestFire_EveryStateTrigger(t *testing.T) {
 		{InputRequired, TaskLost, Uncertain, DecideNone},
 		{InputRequired, URLElicitationRequired, "", ""},
 		{InputRequired, InputRequested, "", ""},
-		{InputRequired, InputAnswered, "", ""},
+		{InputRequired, InputAnswered, Polling, DecidePoll}, // 2026-07-28: tasks/update answered it
 
 		{Cancelling, Dispatch, "", ""},
 		{Cancelling, Succeed, Succeeded, DecideNone},
@@ -585,10 +585,11 @@ func TestFire_InputRequiredResult(t *testing.T) {
 			}
 		}
 	}
-	// An MCP task's input_required keeps its rules: no answer re-issues it.
+	// An MCP task's input_required keeps its rules: no answer re-issues it;
+	// a 2026-07-28 task's answer (tasks/update) goes back to polling it.
 	task := mustFire(t, mustFire(t, mustFire(t, New(Idempotent), Dispatch), TaskAccepted), TaskInputRequired)
-	if _, _, _, err := Fire(task, InputAnswered, ""); !errors.Is(err, ErrIllegalTransition) {
-		t.Errorf("input_answered on a task's input_required: %v, want illegal", err)
+	if next, tr, _, err := Fire(task, InputAnswered, ""); err != nil || next.State != Polling || tr.Reason != "" {
+		t.Errorf("input_answered on a task's input_required: %s %q %v, want polling", next.State, tr.Reason, err)
 	}
 	if next, _, _, _ := Fire(task, Cancel, ""); next.State != Uncertain {
 		t.Errorf("cancel on a task's input_required → %s, want uncertain", next.State)

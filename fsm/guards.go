@@ -172,6 +172,9 @@ func taskReasonCode(before Call, t Trigger, to State) (string, bool) {
 		if before.ByInputResult { // an input-required result: general rules
 			return "", t != Cancel
 		}
+		if t == InputAnswered { // 2026-07-28: tasks/update sent, polling goes on
+			return "", true
+		}
 		return ReasonInputRequired, true
 	case Cancelling:
 		switch to {

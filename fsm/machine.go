@@ -263,6 +263,7 @@ func configureTask(sm *stateless.StateMachine) {
 		Permit(Cancel, Uncertain, taskInput).
 		Permit(Cancel, Cancelled, mrtrInput).
 		Permit(InputAnswered, Redispatched, mrtrInput).
+		Permit(InputAnswered, Polling, taskInput). // 2026-07-28: tasks/update sent, the task polled again
 		Permit(FailDefinitive, Failed, mrtrInput)
 
 	// Only the server's confirmation makes a running task cancelled; a task

@@ -93,6 +93,7 @@ func (c *call) resumeTask(ctx context.Context, lc *loggedCall) (any, error) {
 		return nil, f
 	}
 	c.rs, c.gen = rs, rs.gen
+	c.inline = c.modern() // 2026-07-28: a new connection asks about the same task
 	ts := c.taskSession()
 	if ts == nil {
 		return nil, fmt.Errorf("call %s: remote %q: the session speaks no tasks", c.effectID, c.remote)
@@ -114,6 +115,9 @@ func (c *call) resumeTask(ctx context.Context, lc *loggedCall) (any, error) {
 	// on: polling while working, tasks/result once completed or failed.
 	t := &transport.Task{ID: lt.accepted.TaskID, RedactedID: lt.accepted.TaskID, Status: transport.TaskStatus(lt.status), StatusMessage: lt.message,
 		PollInterval: time.Duration(lt.accepted.PollIntervalMs) * time.Millisecond}
+	if c.inline && (t.Status == transport.TaskCompleted || t.Status == transport.TaskFailed) {
+		t.Status = transport.TaskWorking // the outcome rides on tasks/get: ask for it again
+	}
 	return c.pollTask(ctx, ts, t)
 }
 

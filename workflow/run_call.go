@@ -58,6 +58,13 @@ type call struct {
 	polls      int
 	lastStatus string
 	viaTask    bool
+	// inline: the task is a 2026-07-28 one (the tasks extension), whose
+	// tasks/get carries the outcome (run_call_task2026.go).
+	inline bool
+	// updated are the input request keys of the task already answered
+	// with tasks/update (2026-07-28), updates how many were sent.
+	updated map[string]bool
+	updates int
 	// taskShown is taskID as kept and printed (redacted); tb the task
 	// call's bounds (task_bounds.go).
 	taskShown string
@@ -150,6 +157,10 @@ func (c *call) send(ctx context.Context) (any, error) {
 			}
 		} else {
 			res, err = c.rs.sess.CallTool(ctx, c.request(), c.rn.frameSink(c.stream(), c.frameBase(), true))
+			if err == nil && res.Task != nil && ts != nil { // 2026-07-28: the server made the call a task
+				c.inline = true
+				return c.accepted(ctx, ts, &transport.TaskCall{Task: res.Task, ID: res.ID})
+			}
 		}
 		if err == nil && res.InputRequired != nil {
 			if err := c.answerInput(ctx, res.InputRequired); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,14 +72,14 @@ func (c *call) prepareTask(ctx context.Context) error {
 	if refuse != "" {
 		return c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported, msg: fmt.Sprintf("tool %q %s; not sent", c.tool.Name, refuse)})
 	}
-	if use && (ts == nil || !ts.ToolCallTasks()) {
+	if use && (ts == nil || !ts.ToolCallTasks()) && !c.modern() {
 		if support == transport.TaskSupportRequired {
 			return c.failDefinitive(ctx, &callFailure{kind: transport.KindUnsupported,
 				msg: fmt.Sprintf("tool %q requires task augmentation (execution.taskSupport = required) but server %q does not advertise tasks for tools/call; not sent", c.tool.Name, c.remote)})
 		}
 		use = false // the spec: no params.task without the capability
 	}
-	c.useTask = use
+	c.useTask = use && !c.modern() // at 2026-07-28 the server decides (send)
 	return nil
 }
 
@@ -158,7 +160,16 @@ func (c *call) accepted(ctx context.Context, ts TaskSession, tc *transport.TaskC
 	return c.pollTask(ctx, ts, t)
 }
 
-func statusKey(t *transport.Task) string { return string(t.Status) + "\x00" + t.StatusMessage }
+// statusKey is what makes a task's answer a change: its status and
+// message and, at 2026-07-28, the keys of its input requests (each new
+// request is recorded with the poll that carried it, for the replay).
+func statusKey(t *transport.Task) string {
+	k := string(t.Status) + "\x00" + t.StatusMessage
+	if t.Input != nil {
+		k += "\x00" + strings.Join(slices.Sorted(maps.Keys(t.Input.Requests)), "\x00")
+	}
+	return k
+}
 
 // pollTask asks about the recorded task until it ends, then fetches its
 // result (validated exactly like a direct result) or ends the call as the
@@ -184,6 +195,9 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 		if err == nil {
 			switch t.Status {
 			case transport.TaskCompleted, transport.TaskFailed:
+				if c.inline {
+					return c.taskOutcome(ctx, t)
+				}
 				res, rerr := ts.TaskResult(pctx, t.ID, rn.frameSink(c.stream(), c.frameBase(), true))
 				if rerr == nil {
 					c.viaTask = true
@@ -194,6 +208,14 @@ func (c *call) pollTask(ctx context.Context, ts TaskSession, t *transport.Task) 
 				f := &callFailure{kind: fsm.ReasonTaskCancelledByServer, msg: fmt.Sprintf("task %s was cancelled by the server: %s", c.taskRef(), t.StatusMessage)}
 				return nil, c.failWith(fsm.TaskCancelled, f, t.StatusMessage)
 			case transport.TaskInputRequired:
+				if c.inline && t.Input != nil {
+					answered, err := c.updateTask(ctx, ts, t)
+					if err != nil || !answered {
+						return nil, err
+					}
+					t = pollAgain(t)
+					continue
+				}
 				if _, ferr := c.fire(fsm.TaskInputRequired, t.StatusMessage, false); ferr != nil {
 					return nil, ferr
 				}
@@ -343,6 +365,9 @@ func (c *call) cancelTask(ctx context.Context, ts TaskSession, cause, statusMess
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTaskTimeout)
 	defer cancel()
 	got, err := ts.CancelTask(cctx, c.taskID, rn.sink(c.stream(), c.frameBase()))
+	if err == nil && (got == nil || c.inline) { // 2026-07-28: only acknowledged; tasks/get tells the final state
+		got, err = c.cancelledState(cctx, ts)
+	}
 	rec := vocab.CallTaskCancel{EffectID: c.effectID, Cause: cause}
 	if err != nil {
 		rec.Error = err.Error()
@@ -355,6 +380,10 @@ func (c *call) cancelTask(ctx context.Context, ts TaskSession, cause, statusMess
 			return nil, errors.Join(out, ferr)
 		}
 		return nil, out
+	}
+	if c.inline && err == nil && c.m.State == fsm.Cancelling && (got.Status == transport.TaskCompleted || got.Status == transport.TaskFailed) {
+		c.cancelled = false // the task finished first: its outcome stands
+		return c.taskOutcome(cctx, got)
 	}
 	if c.m.State == fsm.InputRequired {
 		msg := fmt.Sprintf("%s: task %s asked for input agentctl does not offer: %s (tasks/cancel sent)", fsm.ReasonInputRequired, c.taskRef(), statusMessage)
@@ -383,6 +412,10 @@ func (c *call) cancelTask(ctx context.Context, ts TaskSession, cause, statusMess
 		if t, gerr := ts.GetTask(cctx, c.taskID, rn.sink(c.stream(), c.frameBase())); gerr == nil {
 			switch t.Status {
 			case transport.TaskCompleted, transport.TaskFailed:
+				if c.inline {
+					c.cancelled = false
+					return c.taskOutcome(cctx, t)
+				}
 				res, rerr := ts.TaskResult(cctx, c.taskID, rn.frameSink(c.stream(), c.frameBase(), true))
 				if rerr == nil {
 					c.viaTask, c.cancelled = true, false

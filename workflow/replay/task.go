@@ -135,6 +135,9 @@ func (s *replaySession) PollTask(ctx context.Context, t *transport.Task, sink tr
 				}
 			}
 			next = &transport.Task{ID: t.ID, Status: transport.TaskStatus(p.Status), StatusMessage: p.StatusMessage, PollInterval: t.PollInterval, TTL: t.TTL}
+			if next.Status == transport.TaskInputRequired {
+				next.Input = inputOf(st.responses) // 2026-07-28: answered with tasks/update
+			}
 		}
 		// Referenced now, after the folded polls: the poll that recorded
 		// them holds them until observe records it.

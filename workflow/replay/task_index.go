@@ -191,13 +191,19 @@ func (ix *indexer) callTaskCancel(e events.Event) error {
 	if t == nil {
 		return fmt.Errorf("task cancel of call %s, which has no accepted task", p.EffectID)
 	}
+	at := t.cancelStep()
 	s := t.last()
-	if s == nil || s.method != "tasks/cancel" || s.settled() {
+	if at >= 0 {
+		s = t.steps[at]
+	} else if s == nil || s.method != "tasks/cancel" || s.settled() {
 		s = &taskStep{method: "tasks/cancel"} // failed before a frame was sent
 		t.steps = append(t.steps, s)
 	}
+	if at < 0 {
+		at = len(t.steps) - 1
+	}
 	s.cancel = &p
-	for i := len(t.steps) - 2; i >= 0; i-- { // the poll whose end asked for it
+	for i := at - 1; i >= 0; i-- { // the poll whose end asked for it
 		if prev := t.steps[i]; prev.callErr != nil && fsm.Trigger(prev.trigger) == fsm.Cancel {
 			prev.cancelCause = p.Cause
 			break
@@ -210,8 +216,8 @@ func (ix *indexer) callTaskCancel(e events.Event) error {
 
 // taskResult files call.result under the tasks/result that produced it.
 func (t *recTask) taskResult(p *vocab.CallResult) {
-	if s := t.last(); s != nil && s.method == "tasks/result" && !s.settled() {
-		s.result = p
+	if s := t.last(); s != nil && !s.settled() && (s.method == "tasks/result" || (s.method == "tasks/get" && s.status != nil)) {
+		s.result = p // tasks/result's, or (2026-07-28) the tasks/get's that carried it inline
 	}
 }
 
@@ -318,4 +324,19 @@ func (ix *indexer) runResumed(events.Event) error {
 		}
 	}
 	return nil
+}
+
+// cancelStep is the index of the unsettled tasks/cancel that plain
+// tasks/get steps follow (2026-07-28: tasks/cancel is only acknowledged,
+// and tasks/get then asks for the final state), -1 when there is none.
+func (t *recTask) cancelStep() int {
+	for i := len(t.steps) - 1; i >= 0; i-- {
+		switch st := t.steps[i]; {
+		case st.method == "tasks/cancel" && !st.settled() && i < len(t.steps)-1:
+			return i
+		case st.method != "tasks/get" || st.status != nil || st.settled():
+			return -1
+		}
+	}
+	return -1
 }

@@ -38,6 +38,10 @@ func (w *Workflow) TransportConfig(name string) transport.Config {
 		Elicitation: w.elicits(name),
 		// The pin: "" is the default revision.
 		ProtocolVersion: srv.ProtocolVersion,
+		// At 2026-07-28 the server decides, per tools/call, to answer with
+		// a task, and only to a client declaring the tasks extension: it
+		// is declared unless the server's useTasks is never.
+		TasksExtension: srv.TasksPolicy() != UseTasksNever,
 	}
 	if srv.IsStdio() {
 		cfg.URL, cfg.Headers = "", nil
