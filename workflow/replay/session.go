@@ -186,7 +186,7 @@ func (s *replaySession) CallTool(ctx context.Context, req transport.CallRequest,
 		return nil, err
 	}
 	switch {
-	case send.task != nil: // 2026-07-28: the server made the call a task (replay_task2026.go)
+	case send.task != nil: // 2026-07-28: the server made the call a task (task2026.go)
 		return s.createdTask(send), nil
 	case send.result != nil:
 		return send.callResult()

@@ -1,4 +1,4 @@
-package workflow
+package replay
 
 import (
 	"context"
@@ -8,14 +8,15 @@ import (
 
 	"github.com/agentctl/agentctl/events/vocab"
 	"github.com/agentctl/agentctl/transport"
+	"github.com/agentctl/agentctl/workflow"
 )
 
 // Replay of MCP tasks at 2026-07-28 (the tasks extension): a tools/call
 // the server answered with a task is answered with the recorded task, its
-// polls as at 2025-11-25 (replay_task.go), and its outcome from the
+// polls as at 2025-11-25 (task.go), and its outcome from the
 // tasks/get that carried it inline; there is no tasks/result to answer.
 
-var _ Tasks2026Session = (*replaySession)(nil)
+var _ workflow.Tasks2026Session = (*replaySession)(nil)
 
 // createdTask answers a tools/call with the task the source's server
 // created (its recorded call.task_accepted).
