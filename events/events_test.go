@@ -48,8 +48,8 @@ func TestOpen_FreshDatabaseIsAtLatest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v != 17 || migrations.Latest != 17 {
-		t.Fatalf("version = %d (Latest %d), want 17", v, migrations.Latest)
+	if v != 18 || migrations.Latest != 18 {
+		t.Fatalf("version = %d (Latest %d), want 18", v, migrations.Latest)
 	}
 	for _, table := range []string{"events", "protocol_sessions", "protocol_calls", "runs", "tasks"} {
 		var n int

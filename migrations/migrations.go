@@ -36,10 +36,10 @@ const (
 )
 
 // Latest is the schema version a fresh SQLite database ends at.
-const Latest = 17
+const Latest = 18
 
 // LatestPostgres is the schema version a migrated PostgreSQL database ends at.
-const LatestPostgres = 6
+const LatestPostgres = 7
 
 // LatestFor is the current schema version of backend b.
 func LatestFor(b Backend) int {

@@ -29,21 +29,20 @@ func Apply(ctx context.Context, tx *events.Tx, evs []events.Event) error {
 			step = &evs[i]
 		}
 	}
-	for i := 0; i < len(evs); i++ {
-		e := evs[i]
-		if i+1 < len(evs) {
-			folded, err := applyPair(ctx, tx, e, evs[i+1])
-			if err != nil {
-				return fmt.Errorf("project %s seq %d: %w", e.Type, e.Seq, err)
-			}
-			if folded {
-				i++
-				continue
+	var f fold
+	for _, e := range evs {
+		done, err := f.apply(ctx, tx, e)
+		if err == nil && !done {
+			if err = f.flush(ctx, tx); err == nil {
+				err = applyOne(ctx, tx, e)
 			}
 		}
-		if err := applyOne(ctx, tx, e); err != nil {
+		if err != nil {
 			return fmt.Errorf("project %s seq %d: %w", e.Type, e.Seq, err)
 		}
+	}
+	if err := f.flush(ctx, tx); err != nil {
+		return err
 	}
 	if step == nil {
 		return nil
@@ -92,7 +91,7 @@ var handlers = map[string]handler{
 	vocab.TypeSessionOpened:   decoded(applySessionOpened),
 	vocab.TypeSessionCatalog:  decoded(applySessionCatalog),
 	vocab.TypeSessionExpired:  decoded(applySessionExpired),
-	vocab.TypeSessionAttached: decoded(attachSession),
+	vocab.TypeSessionAttached: decoded(noTable[vocab.SessionRef]), // a session's users are its calls' rows
 	vocab.TypeCallPrepared:    decoded(applyCallPrepared),
 	vocab.TypeCallTransition:  decoded(applyCallTransition),
 	vocab.TypeCallResult:      decoded(applyCallResult),

@@ -2,113 +2,211 @@ package projector
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/events/vocab"
 )
 
-// applyPair folds two adjacent events of one batch into one statement where
-// the result is the same row as applying them one by one: call.prepared then
-// its dispatch (a call.transition, or the request frame carrying the move;
-// one INSERT with the row as the UPDATE would leave it), and call.result
-// then its success transition (one UPDATE; a result carrying its move is
-// folded by applyCallResult). A transition that records an error (failed,
-// uncertain, cancelled) is never folded, so COALESCE(error, …) sees the
-// row as before. It reports false, and writes nothing, when the pair does
-// not qualify.
-func applyPair(ctx context.Context, tx *events.Tx, first, second events.Event) (bool, error) {
-	if (first.Type != vocab.TypeCallPrepared && first.Type != vocab.TypeCallResult) || first.Stream != second.Stream {
-		return false, nil
-	}
-	var t vocab.CallTransition
-	switch {
-	case second.Type == vocab.TypeCallTransition:
-		tr, err := vocab.Decode[vocab.CallTransition](second)
-		if err != nil {
-			return false, err
-		}
-		t = tr
-	case first.Type == vocab.TypeCallPrepared && vocab.IsFrame(second.Type):
-		tr, ok, err := vocab.EventMove(second)
-		if err != nil || !ok {
-			return false, err
-		}
-		t = tr
-	default:
-		return false, nil
-	}
-	if t.To == "failed" || t.To == "uncertain" || t.To == "cancelled" {
-		return false, nil
-	}
-	state := fmt.Sprintf(`{"state":%q,"redispatches":%d}`, t.To, t.Redispatches)
-	switch first.Type {
-	case vocab.TypeCallPrepared:
-		p, err := vocab.Decode[vocab.CallPrepared](first)
-		if err != nil {
-			return false, err
-		}
-		if p.EffectID != t.EffectID {
-			return false, nil
-		}
-		if err := attachCall(ctx, tx, first, p); err != nil {
-			return false, err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO protocol_calls (effect_id, run_id, task_id, attempt, operation, server, tool, idempotency, generation, redispatches, status, arguments_digest, schema_digest, source_run_id, source_effect_id, protocol_state, created_at, updated_at) VALUES (?, ?, ?, ?, 'mcp.call', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			p.EffectID, first.RunID, p.TaskID, p.Attempt, p.Server, p.Tool, p.Idempotency, t.Generation, t.Redispatches, RowStatus(p.SourceRunID, CallStatus(t.To)),
-			p.ArgumentsDigest, nullable(p.SchemaDigest), nullable(p.SourceRunID), nullable(p.SourceEffectID), state, first.CreatedAt, second.CreatedAt)
-		return true, err
-	default:
-		r, err := vocab.Decode[vocab.CallResult](first)
-		if err != nil {
-			return false, err
-		}
-		if r.EffectID != t.EffectID || r.Move != nil {
-			return false, nil
-		}
-		_, err = tx.Exec(ctx, `UPDATE protocol_calls SET result_digest = ?, json_rpc_id = ?, status = CASE WHEN source_run_id IS NULL THEN ? ELSE 'recorded' END, generation = ?, redispatches = ?, protocol_state = ?, updated_at = ? WHERE effect_id = ?`,
-			r.ResultDigest, nullable(remoteJSON(r.JSONRPCID)), CallStatus(t.To), t.Generation, t.Redispatches, state, second.CreatedAt, r.EffectID)
-		return true, err
-	}
+// A commit usually holds several steps of a row's life: a task started
+// and finished, a call prepared, dispatched, answered and moved to its
+// end. Writing each step as a statement of its own cost a call several
+// statements on its two rows; fold holds the rows a batch inserts in
+// memory, applies the batch's later steps to them there, and writes each
+// once, as the row the statements one by one would have left. Any event
+// fold does not handle first writes the rows held so far (flush), so every
+// other handler sees the tables exactly as before.
+
+// taskRow is a tasks row inserted by this batch (task.started).
+type taskRow struct {
+	runID, taskID         string
+	attempt               int
+	server, tool          any
+	state                 string
+	errText               any
+	startedAt, finishedAt any
+	updatedAt             string
 }
 
-// attachCall attaches the session a call.prepared names to its task when
-// another task opened it (what session.attached recorded before).
-func attachCall(ctx context.Context, tx *events.Tx, e events.Event, p vocab.CallPrepared) error {
-	if p.SessionFrom == "" {
+type taskKey struct {
+	taskID  string
+	attempt int
+}
+
+// callRow is a protocol_calls row inserted by this batch (call.prepared).
+type callRow struct {
+	p                         vocab.CallPrepared
+	runID                     string
+	generation, redispatches  int
+	status, protocolState     string
+	resultDigest, jsonRPCID   any
+	errText                   any
+	createdAt, updatedAt      string
+	sourceRunID, sourceEffect any
+	schemaDigest              any
+}
+
+// fold holds the rows a batch inserted and has not written yet.
+type fold struct {
+	tasks    []*taskRow
+	taskByID map[taskKey]*taskRow
+	calls    []*callRow
+	callByID map[string]*callRow
+}
+
+// pendingCall is the unwritten row of effectID, or nil.
+func (f *fold) pendingCall(effectID string) *callRow {
+	if f.callByID == nil {
 		return nil
 	}
-	return attachSession(ctx, tx, e, vocab.SessionRef{Remote: p.Server, Generation: p.Generation, TaskID: p.TaskID, FromTaskID: p.SessionFrom})
+	return f.callByID[effectID]
 }
 
-// attachSession copies the session row a task found open (FromTaskID's)
-// to the attaching task, unless it has one. On a pipelined PostgreSQL
-// append it is one INSERT … SELECT (a read would cost a round trip of its
-// own); on SQLite, read then insert: an INSERT … SELECT from the same
-// table makes SQLite materialise the SELECT first.
-func attachSession(ctx context.Context, tx *events.Tx, e events.Event, p vocab.SessionRef) error {
-	if tx.Pipelined() {
-		return exec(ctx, tx, `INSERT INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, created_at, updated_at)
-SELECT run_id, ?, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, ?, ? FROM protocol_sessions
-WHERE run_id = ? AND task_id = ? AND remote = ? AND generation = ? ON CONFLICT DO NOTHING`,
-			p.TaskID, e.CreatedAt, e.CreatedAt, e.RunID, p.FromTaskID, p.Remote, p.Generation)
-	}
-	row, err := tx.QueryRow(ctx, `SELECT url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id FROM protocol_sessions WHERE run_id = ? AND task_id = ? AND remote = ? AND generation = ?`,
-		e.RunID, p.FromTaskID, p.Remote, p.Generation)
-	if err != nil {
-		return err
-	}
-	var url, status string
-	var sid, pv, info, cat, srcRun, srcTask sql.NullString
-	if err := row.Scan(&url, &status, &sid, &pv, &info, &cat, &srcRun, &srcTask); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil // as INSERT … SELECT of no row
+// apply projects e, folding it into a held row when it can; it reports
+// false when e is not one fold handles (the caller flushes, then applies
+// it on its own).
+func (f *fold) apply(ctx context.Context, tx *events.Tx, e events.Event) (bool, error) {
+	switch e.Type {
+	case vocab.TypeTaskStarted:
+		p, err := vocab.Decode[vocab.TaskStarted](e)
+		if err != nil {
+			return true, err
 		}
-		return err
+		f.taskStarted(e, p)
+		return true, nil
+	case vocab.TypeTaskFinished:
+		p, err := vocab.Decode[vocab.TaskFinished](e)
+		if err != nil {
+			return true, err
+		}
+		r := f.taskByID[taskKey{p.TaskID, p.Attempt}]
+		if r == nil {
+			return true, applyTaskFinished(ctx, tx, e, p)
+		}
+		r.state, r.errText, r.finishedAt, r.updatedAt = p.State, nullable(clearText(e, p.Error)), e.CreatedAt, e.CreatedAt
+		return true, nil
+	case vocab.TypeCallPrepared:
+		p, err := vocab.Decode[vocab.CallPrepared](e)
+		if err != nil {
+			return true, err
+		}
+		f.callPrepared(e, p)
+		return true, nil
+	case vocab.TypeCallTransition:
+		t, err := vocab.Decode[vocab.CallTransition](e)
+		if err != nil {
+			return true, err
+		}
+		if r := f.pendingCall(t.EffectID); r != nil {
+			r.move(e, t)
+			return true, nil
+		}
+		return true, applyCallTransition(ctx, tx, e, t)
+	case vocab.TypeCallResult:
+		p, err := vocab.Decode[vocab.CallResult](e)
+		if err != nil {
+			return true, err
+		}
+		if r := f.pendingCall(p.EffectID); r != nil {
+			r.result(e, p)
+			return true, nil
+		}
+		return true, applyCallResult(ctx, tx, e, p)
+	case vocab.TypeCallError:
+		p, err := vocab.Decode[vocab.CallError](e)
+		if err != nil {
+			return true, err
+		}
+		r := f.pendingCall(p.EffectID)
+		if r == nil {
+			return false, nil
+		}
+		r.errText, r.updatedAt = p.Kind+": "+clearText(e, p.Message), e.CreatedAt
+		if t, ok := vocab.MoveOf(p); ok {
+			r.move(e, t)
+		}
+		return true, nil
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, catalog_digest, source_run_id, source_task_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		e.RunID, p.TaskID, p.Remote, p.Generation, url, status, sid, pv, info, cat, srcRun, srcTask, e.CreatedAt, e.CreatedAt)
-	return err
+	if !vocab.IsFrame(e.Type) {
+		return false, nil
+	}
+	t, ok, err := vocab.EventMove(e)
+	if err != nil || !ok {
+		return true, err
+	}
+	if r := f.pendingCall(t.EffectID); r != nil {
+		r.move(e, t)
+		return true, nil
+	}
+	return true, applyCallTransition(ctx, tx, e, t)
+}
+
+// taskStarted holds the row task.started writes. The statement is an
+// upsert that sets every column, so the row does not depend on one that
+// was there (a skipped or retry-scheduled attempt).
+func (f *fold) taskStarted(e events.Event, p vocab.TaskStarted) {
+	k := taskKey{p.TaskID, p.Attempt}
+	r := &taskRow{runID: e.RunID, taskID: p.TaskID, attempt: p.Attempt, server: nullable(p.Server), tool: nullable(p.Tool),
+		state: "running", startedAt: e.CreatedAt, updatedAt: e.CreatedAt}
+	if f.taskByID == nil {
+		f.taskByID = map[taskKey]*taskRow{}
+	}
+	if old := f.taskByID[k]; old != nil {
+		*old = *r // started again in one batch: the upsert overwrites it
+		return
+	}
+	f.taskByID[k] = r
+	f.tasks = append(f.tasks, r)
+}
+
+// callPrepared holds the row call.prepared inserts.
+func (f *fold) callPrepared(e events.Event, p vocab.CallPrepared) {
+	r := &callRow{p: p, runID: e.RunID, generation: p.Generation, status: RowStatus(p.SourceRunID, "prepared"),
+		protocolState: `{"state":"prepared","redispatches":0}`, createdAt: e.CreatedAt, updatedAt: e.CreatedAt,
+		sourceRunID: nullable(p.SourceRunID), sourceEffect: nullable(p.SourceEffectID), schemaDigest: nullable(p.SchemaDigest)}
+	if f.callByID == nil {
+		f.callByID = map[string]*callRow{}
+	}
+	f.callByID[p.EffectID] = r
+	f.calls = append(f.calls, r)
+}
+
+// move is applyCallTransition on a held row.
+func (r *callRow) move(e events.Event, t vocab.CallTransition) {
+	r.status = RowStatus(r.p.SourceRunID, CallStatus(t.To))
+	r.generation, r.redispatches, r.updatedAt = t.Generation, t.Redispatches, e.CreatedAt
+	r.protocolState = fmt.Sprintf(`{"state":%q,"redispatches":%d}`, t.To, t.Redispatches)
+	if (t.To == "failed" || t.To == "uncertain" || t.To == "cancelled") && r.errText == nil {
+		r.errText = nullable(clearText(e, t.Reason))
+	}
+}
+
+// result is applyCallResult on a held row.
+func (r *callRow) result(e events.Event, p vocab.CallResult) {
+	r.resultDigest, r.jsonRPCID, r.updatedAt = p.ResultDigest, nullable(remoteJSON(p.JSONRPCID)), e.CreatedAt
+	if t, ok := vocab.MoveOf(p); ok {
+		r.move(e, t)
+	}
+}
+
+// flush writes the held rows, one statement each, and forgets them.
+func (f *fold) flush(ctx context.Context, tx *events.Tx) error {
+	for _, r := range f.tasks {
+		if err := exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, server, tool, state, error, started_at, finished_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (run_id, task_id, attempt) DO UPDATE SET server = excluded.server, tool = excluded.tool, state = excluded.state, error = excluded.error,
+		started_at = excluded.started_at, finished_at = excluded.finished_at, updated_at = excluded.updated_at`,
+			r.runID, r.taskID, r.attempt, r.server, r.tool, r.state, r.errText, r.startedAt, r.finishedAt, r.updatedAt); err != nil {
+			return fmt.Errorf("project task %s attempt %d: %w", r.taskID, r.attempt, err)
+		}
+	}
+	for _, r := range f.calls {
+		p := r.p
+		if err := exec(ctx, tx, `INSERT INTO protocol_calls (effect_id, run_id, task_id, attempt, operation, server, tool, idempotency, generation, redispatches, status, arguments_digest, schema_digest, result_digest, error, protocol_state, source_run_id, source_effect_id, json_rpc_id, created_at, updated_at) VALUES (?, ?, ?, ?, 'mcp.call', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.EffectID, r.runID, p.TaskID, p.Attempt, p.Server, p.Tool, p.Idempotency, r.generation, r.redispatches, r.status,
+			p.ArgumentsDigest, r.schemaDigest, r.resultDigest, r.errText, r.protocolState, r.sourceRunID, r.sourceEffect, r.jsonRPCID, r.createdAt, r.updatedAt); err != nil {
+			return fmt.Errorf("project call %s: %w", p.EffectID, err)
+		}
+	}
+	f.tasks, f.taskByID, f.calls, f.callByID = f.tasks[:0], nil, f.calls[:0], nil
+	return nil
 }

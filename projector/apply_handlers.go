@@ -90,9 +90,6 @@ func applySessionExpired(ctx context.Context, tx *events.Tx, e events.Event, p v
 // applyCallPrepared inserts the call's row; runs.calls is counted by Apply,
 // once per batch.
 func applyCallPrepared(ctx context.Context, tx *events.Tx, e events.Event, p vocab.CallPrepared) error {
-	if err := attachCall(ctx, tx, e, p); err != nil {
-		return err
-	}
 	return exec(ctx, tx, `INSERT INTO protocol_calls (effect_id, run_id, task_id, attempt, operation, server, tool, idempotency, generation, status, arguments_digest, schema_digest, source_run_id, source_effect_id, protocol_state, created_at, updated_at) VALUES (?, ?, ?, ?, 'mcp.call', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.EffectID, e.RunID, p.TaskID, p.Attempt, p.Server, p.Tool, p.Idempotency, p.Generation, RowStatus(p.SourceRunID, "prepared"), p.ArgumentsDigest, nullable(p.SchemaDigest), nullable(p.SourceRunID), nullable(p.SourceEffectID), `{"state":"prepared","redispatches":0}`, e.CreatedAt, e.CreatedAt)
 }
@@ -123,7 +120,7 @@ func applyCallResult(ctx context.Context, tx *events.Tx, e events.Event, p vocab
 			return applyCallTransition(ctx, tx, e, t)
 		}
 		return exec(ctx, tx, `UPDATE protocol_calls SET result_digest = ?, json_rpc_id = ?, status = CASE WHEN source_run_id IS NULL THEN ? ELSE 'recorded' END, generation = ?, redispatches = ?, protocol_state = ?, updated_at = ? WHERE effect_id = ?`,
-			p.ResultDigest, nullable(string(p.JSONRPCID)), CallStatus(t.To), t.Generation, t.Redispatches, fmt.Sprintf(`{"state":%q,"redispatches":%d}`, t.To, t.Redispatches), e.CreatedAt, p.EffectID)
+			p.ResultDigest, nullable(remoteJSON(p.JSONRPCID)), CallStatus(t.To), t.Generation, t.Redispatches, fmt.Sprintf(`{"state":%q,"redispatches":%d}`, t.To, t.Redispatches), e.CreatedAt, p.EffectID)
 	}
 	return exec(ctx, tx, `UPDATE protocol_calls SET result_digest = ?, json_rpc_id = ?, updated_at = ? WHERE effect_id = ?`,
 		p.ResultDigest, nullable(remoteJSON(p.JSONRPCID)), e.CreatedAt, p.EffectID)

@@ -13,9 +13,10 @@ import (
 )
 
 // The per-run ceilings TestRunFixedCost holds: today's cost (5 commits; 9
-// events, the runs row and on PostgreSQL the run_leases row), not yet issue
-// 34's targets of 3 commits and 10 rows.
-const maxRunCommits, maxRunRows = 5, 11
+// events, the runs row, the session's one protocol_sessions row and on
+// PostgreSQL the run_leases row), not yet issue 34's targets of 3 commits
+// and 10 rows.
+const maxRunCommits, maxRunRows = 5, 12
 
 // runCostTables are the tables a run writes: the log and its projections.
 var runCostTables = []string{"events", "runs", "tasks", "protocol_sessions", "protocol_calls", "effects", "run_leases"}

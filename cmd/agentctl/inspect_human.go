@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -49,7 +50,7 @@ func printInspect(w io.Writer, d *projector.Document) {
 
 	fmt.Fprintln(w, "\nsessions")
 	sessions := table{}
-	for _, s := range groupSessions(d.ProtocolSessions) {
+	for _, s := range groupSessions(d.ProtocolSessions, d.ProtocolCalls) {
 		sessions.add("", clean(s.remote), fmt.Sprintf("gen %d", s.generation), s.status, s.transport, s.protocol,
 			"at "+since(start, s.created), "tasks "+strings.Join(s.tasks, ","))
 	}
@@ -175,12 +176,15 @@ type session struct {
 	tasks                                        []string
 }
 
-// groupSessions folds the protocol_sessions rows (one per task that used a
-// session) into one per session, in the order they opened; the status is
-// the last row's.
-func groupSessions(ss []projector.SessionView) []*session {
+// groupSessions folds the protocol_sessions rows into one per session, in
+// the order they opened, with the tasks that used it: the task that opened
+// it, then those whose calls ran on it (calls' server and generation). Logs
+// written before one row per session keep a row per task that used it;
+// they fold the same way, the status being the last row's.
+func groupSessions(ss []projector.SessionView, calls []projector.CallView) []*session {
 	var out []*session
 	by := map[string]*session{}
+	byGen := map[string]*session{}
 	for _, s := range ss {
 		key := fmt.Sprintf("%s\x00%d\x00", s.Remote, s.Generation)
 		if s.SessionIDDigest != nil {
@@ -190,12 +194,25 @@ func groupSessions(ss []projector.SessionView) []*session {
 		if g == nil {
 			g = &session{remote: s.Remote, generation: s.Generation, transport: s.Transport, protocol: deref(s.ProtocolVersion), created: s.CreatedAt}
 			by[key] = g
+			byGen[fmt.Sprintf("%s\x00%d", s.Remote, s.Generation)] = g
 			out = append(out, g)
 		}
 		g.status = s.Status
-		g.tasks = append(g.tasks, clean(s.TaskID))
+		g.addTask(clean(s.TaskID))
+	}
+	for _, c := range calls {
+		if g := byGen[fmt.Sprintf("%s\x00%d", c.Server, c.Generation)]; g != nil {
+			g.addTask(clean(c.TaskID))
+		}
 	}
 	return out
+}
+
+// addTask lists task once.
+func (g *session) addTask(task string) {
+	if !slices.Contains(g.tasks, task) {
+		g.tasks = append(g.tasks, task)
+	}
 }
 
 // since is t's offset from the run's start ("+1.204s"); "-" when t is not a time.
