@@ -1,0 +1,186 @@
+package worker_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/events/vocab"
+	"github.com/agentctl/agentctl/internal/testkit"
+	"github.com/agentctl/agentctl/projector"
+	"github.com/agentctl/agentctl/transport/mcptest"
+	"github.com/agentctl/agentctl/workflow"
+	"github.com/agentctl/agentctl/workflow/replay"
+	"github.com/agentctl/agentctl/workflow/spec"
+	"github.com/agentctl/agentctl/workflow/worker"
+)
+
+// submitN queues n runs of wf.
+func submitN(t *testing.T, db *events.DB, wf *spec.Workflow, n int) {
+	t.Helper()
+	for range n {
+		if _, err := (&workflow.Runner{DB: db}).Submit(context.Background(), wf, map[string]any{}, workflow.RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// drain runs a draining worker over db and requires every run to succeed.
+func drain(t *testing.T, w *worker.Worker, n int) []worker.Result {
+	t.Helper()
+	w.Drain = true
+	if w.NewRunner == nil {
+		w.NewRunner = func() *workflow.Runner { return &workflow.Runner{} }
+	}
+	out, err := w.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != n {
+		t.Fatalf("worker took %d runs, want %d", len(out), n)
+	}
+	for _, r := range out {
+		if r.State != workflow.StateSucceeded || r.Exit != 0 {
+			t.Fatalf("run %+v", r)
+		}
+	}
+	return out
+}
+
+// sessionsOf is what a run's log says of its sessions: session.opened
+// events in order.
+func sessionsOf(t *testing.T, db *events.DB, runID string) []vocab.SessionOpened {
+	t.Helper()
+	evs, err := db.Events(context.Background(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := events.Verify(evs); err != nil {
+		t.Fatalf("run %s: %v", runID, err)
+	}
+	var out []vocab.SessionOpened
+	for _, e := range evs {
+		if e.Type == vocab.TypeSessionOpened {
+			p, err := vocab.Decode[vocab.SessionOpened](e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// replays replays runID from the log alone (no server reachable is
+// needed: the replay dialer answers from the log) and requires success,
+// and its projection to match its log (inspect --verify).
+func replays(t *testing.T, db *events.DB, runID string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := db.VerifyRunChain(ctx, runID); err != nil {
+		t.Fatalf("chain of %s: %v", runID, err)
+	}
+	if mm, err := projector.VerifyProjection(ctx, db, runID); err != nil || len(mm) > 0 {
+		t.Fatalf("inspect --verify %s: %v %v", runID, mm, err)
+	}
+	rp, err := replay.Prepare(ctx, db, runID)
+	if err != nil {
+		t.Fatalf("replay %s: %v", runID, err)
+	}
+	res, err := (&workflow.Runner{DB: db, Dialer: rp.Dialer}).Run(ctx, rp.Workflow, rp.Inputs, workflow.RunOptions{Mode: "replay", SourceRunID: runID})
+	if err != nil || res.Err != nil || res.State != workflow.StateSucceeded {
+		t.Fatalf("replay of %s: %v / %v", runID, err, res.Err)
+	}
+	if mm, err := projector.VerifyProjection(ctx, db, res.RunID); err != nil || len(mm) > 0 {
+		t.Fatalf("inspect --verify of the replay of %s: %v %v", runID, mm, err)
+	}
+}
+
+// TestWorker_SessionReuse: a worker draining N one-call runs opens one
+// session for all of them: the server sees 1 initialize and 1 tools/list
+// and N calls. The first run records its session in full; every other
+// records session.opened generation 1 borrowedFrom {that run, 1} with the
+// same session id digest, and a copy of its catalog. Each run verifies
+// (chain, projection) and replays from its own log, also once the run
+// that opened the session is pruned (SQLite: PostgreSQL keeps its log).
+// With NoSessionReuse the server sees N of each, as before.
+func TestWorker_SessionReuse(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		const n = 6
+		for _, conc := range []int{1, 3} {
+			srv := mcptest.Start(t, mcptest.Options{}, actTool())
+			db := b.Open(t, events.Options{})
+			submitN(t, db, mustParse(t, oneCall(srv.URL, "act", "at_most_once", `{n: 1}`)), n)
+			out := drain(t, &worker.Worker{DB: db, Concurrency: conc}, n)
+			st := srv.Stats()
+			if st.Initialize != 1 || st.List != 1 || st.Calls["act"] != n {
+				t.Fatalf("concurrency %d: server saw %d initialize, %d tools/list, %d calls; want 1, 1, %d", conc, st.Initialize, st.List, st.Calls["act"], n)
+			}
+			var opener string
+			var digest string
+			for _, r := range out {
+				ss := sessionsOf(t, db, r.RunID)
+				if len(ss) != 1 || ss[0].Generation != 1 {
+					t.Fatalf("run %s sessions %+v, want one, generation 1", r.RunID, ss)
+				}
+				if ss[0].BorrowedFrom == nil {
+					if opener != "" {
+						t.Fatalf("runs %s and %s both opened a session", opener, r.RunID)
+					}
+					opener = r.RunID
+				}
+				if digest != "" && ss[0].SessionIDDigest != digest {
+					t.Fatalf("run %s used session %s, want %s", r.RunID, ss[0].SessionIDDigest, digest)
+				}
+				digest = ss[0].SessionIDDigest
+			}
+			if opener == "" || digest == "" {
+				t.Fatalf("no run opened the session (%q, %q)", opener, digest)
+			}
+			for _, r := range out {
+				ss := sessionsOf(t, db, r.RunID)
+				if r.RunID != opener && (ss[0].BorrowedFrom.RunID != opener || ss[0].BorrowedFrom.Generation != 1) {
+					t.Fatalf("run %s borrowedFrom %+v, want {%s 1}", r.RunID, ss[0].BorrowedFrom, opener)
+				}
+				if r.RunID == opener {
+					continue
+				}
+				// No handshake, no tools/list: the session and its catalog, then the call.
+				want := []string{"run.created", "run.started", "task.started only", "session.opened", "session.catalog", "call.prepared",
+					"mcp.request out tools/call prepared->dispatched", "mcp.response in", "call.result dispatched->succeeded",
+					"task.finished only succeeded", "run.finished succeeded"}
+				if got := describeRun(t, db, r.RunID); !slices.Equal(got, want) {
+					t.Fatalf("borrowing run %s:\n got %q\nwant %q", r.RunID, got, want)
+				}
+			}
+			if b.Name == "sqlite" {
+				plan := &projector.PrunePlan{Prune: []projector.PruneRun{{RunSummary: projector.RunSummary{RunID: opener}}}}
+				if err := projector.Prune(context.Background(), db, plan); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, r := range out {
+				if r.RunID != opener || b.Name != "sqlite" {
+					replays(t, db, r.RunID)
+				}
+			}
+			if st := srv.Stats(); st.Initialize != 1 || st.Calls["act"] != n {
+				t.Fatalf("the replays reached the server: %d initialize, %d calls", st.Initialize, st.Calls["act"])
+			}
+		}
+
+		srv := mcptest.Start(t, mcptest.Options{}, actTool())
+		db := b.Open(t, events.Options{})
+		submitN(t, db, mustParse(t, oneCall(srv.URL, "act", "at_most_once", `{n: 1}`)), n)
+		out := drain(t, &worker.Worker{DB: db, Concurrency: 2, NoSessionReuse: true}, n)
+		if st := srv.Stats(); st.Initialize != n || st.List != n {
+			t.Fatalf("NoSessionReuse: server saw %d initialize, %d tools/list; want %d of each", st.Initialize, st.List, n)
+		}
+		for _, r := range out {
+			if ss := sessionsOf(t, db, r.RunID); len(ss) != 1 || ss[0].BorrowedFrom != nil {
+				t.Fatalf("NoSessionReuse: run %s sessions %+v", r.RunID, ss)
+			}
+		}
+	})
+}
