@@ -184,3 +184,93 @@ func TestWorker_SessionReuse(t *testing.T) {
 		}
 	})
 }
+
+// TestWorker_SessionReuse_Expired: the server forgets its sessions after
+// the first run (a restart). The second run's call on the pooled session
+// is answered 404: it records session.expired, opens generation 2 (a new
+// initialize, the pool's new session) and succeeds; the third run
+// borrows that one. The server sees 2 initialize and 3 executions (the
+// call answered 404 was not executed); each run replays from its own log.
+func TestWorker_SessionReuse_Expired(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		srv := mcptest.Start(t, mcptest.Options{}, actTool())
+		db := b.Open(t, events.Options{})
+		// idempotent: a 404 on tools/call is ambiguous (the call may have
+		// run), so only a call that may be sent again survives it.
+		submitN(t, db, mustParse(t, oneCall(srv.URL, "act", "idempotent", `{n: 1}`)), 3)
+		var done []string
+		w := &worker.Worker{DB: db, Concurrency: 1, Finished: func(r worker.Result) {
+			if done = append(done, r.RunID); len(done) == 1 {
+				srv.ExpireSessions()
+			}
+		}}
+		out := drain(t, w, 3)
+		st := srv.Stats()
+		if st.Initialize != 2 || st.Executed["act"] != 3 {
+			t.Fatalf("server saw %d initialize, %d executions; want 2, 3", st.Initialize, st.Executed["act"])
+		}
+		first, second, third := sessionsOf(t, db, out[0].RunID), sessionsOf(t, db, out[1].RunID), sessionsOf(t, db, out[2].RunID)
+		if len(first) != 1 || first[0].BorrowedFrom != nil {
+			t.Fatalf("first run's sessions %+v", first)
+		}
+		if len(second) != 2 || second[0].BorrowedFrom == nil || second[0].BorrowedFrom.RunID != out[0].RunID ||
+			second[1].Generation != 2 || second[1].BorrowedFrom != nil || second[1].SessionIDDigest == first[0].SessionIDDigest {
+			t.Fatalf("second run's sessions %+v", second)
+		}
+		if !contains(describeRun(t, db, out[1].RunID), "session.expired") {
+			t.Fatalf("second run: no session.expired: %q", describeRun(t, db, out[1].RunID))
+		}
+		if len(third) != 1 || third[0].BorrowedFrom == nil || *third[0].BorrowedFrom != (vocab.SessionOrigin{RunID: out[1].RunID, Generation: 2}) ||
+			third[0].SessionIDDigest != second[1].SessionIDDigest {
+			t.Fatalf("third run's sessions %+v", third)
+		}
+		for _, r := range out {
+			replays(t, db, r.RunID)
+		}
+	})
+}
+
+// TestWorker_SessionReuse_Credentials: runs whose remote resolves to other
+// credentials never share a session: two workflows on one server, with
+// Authorization from TOKEN_A and TOKEN_B, make 2 sessions for 4 runs, and
+// every request of a session carries the credential it was opened with. A
+// third workflow reading TOKEN_C, whose value is TOKEN_A's, shares A's.
+func TestWorker_SessionReuse_Credentials(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		srv := mcptest.Start(t, mcptest.Options{}, actTool())
+		db := b.Open(t, events.Options{})
+		tokens := map[string]string{"TOKEN_A": "Bearer token-aaaaaaaa", "TOKEN_B": "Bearer token-bbbbbbbb", "TOKEN_C": "Bearer token-aaaaaaaa"}
+		for _, env := range []string{"TOKEN_A", "TOKEN_B", "TOKEN_A", "TOKEN_B", "TOKEN_C"} {
+			src := testkit.Workflow{URL: srv.URL, ServerKeys: []string{"headers: {authorization: {env: " + env + "}}"},
+				PolicyKeys: []string{"environmentAllowlist: [TOKEN_A, TOKEN_B, TOKEN_C]"},
+				Tasks:      []testkit.Task{{ID: "only", Action: "act", Idempotency: "at_most_once", Tool: "act", Arguments: "{n: 1}"}}}.YAML()
+			submitN(t, db, mustParse(t, src), 1)
+		}
+		drain(t, &worker.Worker{DB: db, Concurrency: 2, NewRunner: func() *workflow.Runner {
+			return &workflow.Runner{Getenv: func(k string) string { return tokens[k] }}
+		}}, 5)
+		st := srv.Stats()
+		if st.Initialize != 2 || st.Calls["act"] != 5 {
+			t.Fatalf("server saw %d initialize, %d calls; want 2 sessions (one per credential), 5 calls", st.Initialize, st.Calls["act"])
+		}
+		opened := map[string]string{} // session id -> Authorization at initialize
+		for _, rq := range st.Requests {
+			if rq.RPCMethod == "initialize" {
+				continue
+			}
+			if rq.Session != "" && opened[rq.Session] == "" {
+				opened[rq.Session] = rq.Header.Get("Authorization")
+			}
+			if rq.Session != "" && rq.Header.Get("Authorization") != opened[rq.Session] {
+				t.Fatalf("session %s: request %s with another credential", rq.Session, rq.RPCMethod)
+			}
+		}
+		if len(opened) != 2 {
+			t.Fatalf("%d sessions used, want 2", len(opened))
+		}
+	})
+}
+
+func contains(lines []string, s string) bool {
+	return slices.Contains(lines, s)
+}
