@@ -274,3 +274,46 @@ func TestWorker_SessionReuse_Credentials(t *testing.T) {
 func contains(lines []string, s string) bool {
 	return slices.Contains(lines, s)
 }
+
+// TestWorker_SessionReuse_CatalogTTL2026: at 2026-07-28 the runs share
+// the server/discover and, while its ttlMs lasts, the tools/list result:
+// with ttlMs one hour, 4 runs make 1 discover and 1 tools/list; with no
+// ttlMs (immediately stale), each run lists the tools again, its
+// tools/list frames in its own log after session.opened, and replays.
+func TestWorker_SessionReuse_CatalogTTL2026(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		hour := int64(3600_000)
+		for _, ttl := range []*int64{&hour, nil} {
+			srv := mcptest.Start(t, mcptest.Options{ProtocolVersion: mcptest.Protocol20260728, ListTTLMs: ttl}, actTool())
+			db := b.Open(t, events.Options{})
+			src := testkit.Workflow{URL: srv.URL, ServerKeys: []string{"protocolVersion: 2026-07-28"},
+				Tasks: []testkit.Task{{ID: "only", Action: "act", Idempotency: "at_most_once", Tool: "act", Arguments: "{n: 1}"}}}.YAML()
+			submitN(t, db, mustParse(t, src), 4)
+			out := drain(t, &worker.Worker{DB: db, Concurrency: 1}, 4)
+			st := srv.Stats()
+			discover := 0
+			for _, rq := range st.Requests {
+				if rq.RPCMethod == "server/discover" {
+					discover++
+				}
+			}
+			wantList := 1
+			if ttl == nil {
+				wantList = 4
+			}
+			if discover != 1 || st.List != wantList || st.Calls["act"] != 4 {
+				t.Fatalf("ttl %v: server saw %d server/discover, %d tools/list, %d calls; want 1, %d, 4", ttl, discover, st.List, st.Calls["act"], wantList)
+			}
+			for _, r := range out {
+				ss := sessionsOf(t, db, r.RunID)
+				if len(ss) != 1 || ss[0].ProtocolVersion != mcptest.Protocol20260728 {
+					t.Fatalf("run %s sessions %+v", r.RunID, ss)
+				}
+				if lists := contains(describeRun(t, db, r.RunID), "mcp.request out tools/list"); ss[0].BorrowedFrom != nil && lists != (ttl == nil) {
+					t.Fatalf("ttl %v: borrowing run %s lists tools: %t", ttl, r.RunID, lists)
+				}
+				replays(t, db, r.RunID)
+			}
+		}
+	})
+}
