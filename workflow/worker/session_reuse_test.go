@@ -317,3 +317,41 @@ func TestWorker_SessionReuse_CatalogTTL2026(t *testing.T) {
 		}
 	})
 }
+
+// TestWorker_SessionReuse_ToolsListChanged: the first run's call brings
+// notifications/tools/list_changed on the shared session. The pooled
+// catalog is then stale for every run: the next run does not borrow that
+// session but opens (and lists) a new one, which the third run borrows.
+// The server sees 2 initialize and 2 tools/list for 3 runs.
+func TestWorker_SessionReuse_ToolsListChanged(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		tool := actTool()
+		first := true
+		tool.Handler = func(_ context.Context, c *mcptest.Call) (*mcptest.Result, error) {
+			if first { // one run at a time (Concurrency 1)
+				first = false
+				if err := c.Notify("notifications/tools/list_changed", nil); err != nil {
+					return nil, err
+				}
+			}
+			return &mcptest.Result{Content: mcptest.Text("done"), StructuredContent: map[string]any{"done": true}}, nil
+		}
+		srv := mcptest.Start(t, mcptest.Options{}, tool)
+		db := b.Open(t, events.Options{})
+		submitN(t, db, mustParse(t, oneCall(srv.URL, "act", "at_most_once", `{n: 1}`)), 3)
+		out := drain(t, &worker.Worker{DB: db, Concurrency: 1}, 3)
+		if st := srv.Stats(); st.Initialize != 2 || st.List != 2 || st.Calls["act"] != 3 {
+			t.Fatalf("server saw %d initialize, %d tools/list, %d calls; want 2, 2, 3", st.Initialize, st.List, st.Calls["act"])
+		}
+		second, third := sessionsOf(t, db, out[1].RunID), sessionsOf(t, db, out[2].RunID)
+		if len(second) != 1 || second[0].BorrowedFrom != nil {
+			t.Fatalf("second run's sessions %+v, want one of its own", second)
+		}
+		if len(third) != 1 || third[0].BorrowedFrom == nil || third[0].BorrowedFrom.RunID != out[1].RunID {
+			t.Fatalf("third run's sessions %+v, want the second run's", third)
+		}
+		for _, r := range out {
+			replays(t, db, r.RunID)
+		}
+	})
+}
