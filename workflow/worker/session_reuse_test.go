@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"testing"
@@ -72,9 +73,9 @@ func sessionsOf(t *testing.T, db *events.DB, runID string) []vocab.SessionOpened
 	return out
 }
 
-// replays replays runID from the log alone (no server reachable is
-// needed: the replay dialer answers from the log) and requires success,
-// and its projection to match its log (inspect --verify).
+// replays checks that runID stands alone: its chain and projection verify
+// (inspect --verify), its audit export verifies, and it replays from its
+// own log (the replay dialer answers from the log, no server) to success.
 func replays(t *testing.T, db *events.DB, runID string) {
 	t.Helper()
 	ctx := context.Background()
@@ -83,6 +84,13 @@ func replays(t *testing.T, db *events.DB, runID string) {
 	}
 	if mm, err := projector.VerifyProjection(ctx, db, runID); err != nil || len(mm) > 0 {
 		t.Fatalf("inspect --verify %s: %v %v", runID, mm, err)
+	}
+	var audit bytes.Buffer
+	if _, err := db.Export(ctx, &audit, runID); err != nil {
+		t.Fatalf("audit export %s: %v", runID, err)
+	}
+	if _, err := events.VerifyExport(&audit, events.VerifyOptions{}); err != nil {
+		t.Fatalf("audit verify %s: %v", runID, err)
 	}
 	rp, err := replay.Prepare(ctx, db, runID)
 	if err != nil {
