@@ -34,15 +34,24 @@ import (
 // notifications/tools/list_changed does too. At 2026-07-28 the catalog is
 // listed again, in the borrowing run's log, once its ttlMs has passed.
 type SessionPool struct {
-	// Now is the clock catalog ttls are measured with; nil = time.Now.
+	// Now is the clock catalog ttls and idle times are measured with;
+	// nil = time.Now.
 	Now func() time.Time
+	// MaxIdle bounds how long a session no run uses stays borrowable; 0
+	// means DefaultMaxIdle. An older one is closed and the next run opens
+	// a new one: a server is likelier to have forgotten it, and a call
+	// answered 404 is ambiguous (an at_most_once call would end uncertain).
+	MaxIdle time.Duration
 
 	mu      sync.Mutex
 	entries map[string]*pooledSession
 	closed  bool
 }
 
-// NewSessionPool returns an empty pool.
+// DefaultMaxIdle is SessionPool.MaxIdle's default.
+const DefaultMaxIdle = 30 * time.Second
+
+// NewSessionPool returns an empty pool (as does the zero SessionPool).
 func NewSessionPool() *SessionPool {
 	return &SessionPool{entries: map[string]*pooledSession{}}
 }
@@ -54,8 +63,9 @@ type pooledSession struct {
 	pool  *SessionPool
 	key   string
 	ready chan struct{}
-	users int  // runs holding it (guarded by pool.mu)
-	dead  bool // retired, or the pool closed: closed once unused
+	users int       // runs holding it (guarded by pool.mu)
+	idle  time.Time // when users last fell to 0 (guarded by pool.mu)
+	dead  bool      // retired, or the pool closed: closed once unused
 
 	sess    Session
 	info    SessionInfo
@@ -67,6 +77,13 @@ type pooledSession struct {
 	// zero: it lives as long as the session (2025-11-25).
 	fresh time.Time
 	ttl   bool
+}
+
+func (p *SessionPool) maxIdle() time.Duration {
+	if p.MaxIdle > 0 {
+		return p.MaxIdle
+	}
+	return DefaultMaxIdle
 }
 
 func (p *SessionPool) now() time.Time {
@@ -87,12 +104,22 @@ func (p *SessionPool) acquire(ctx context.Context, key string) (e *pooledSession
 			p.mu.Unlock()
 			return nil, false, nil
 		}
+		if p.entries == nil {
+			p.entries = map[string]*pooledSession{} // the zero pool is ready to use
+		}
 		e = p.entries[key]
 		if e == nil {
 			e = &pooledSession{pool: p, key: key, ready: make(chan struct{}), users: 1}
 			p.entries[key] = e
 			p.mu.Unlock()
 			return e, true, nil
+		}
+		if e.sess != nil && e.users == 0 && p.now().Sub(e.idle) > p.maxIdle() {
+			delete(p.entries, key) // idle too long: close it, open anew
+			e.dead = true
+			p.mu.Unlock()
+			_ = e.sess.Close(context.Background())
+			continue
 		}
 		if e.sess != nil {
 			e.users++
@@ -159,6 +186,9 @@ func (e *pooledSession) release() {
 	p := e.pool
 	p.mu.Lock()
 	e.users--
+	if e.users == 0 {
+		e.idle = p.now()
+	}
 	closing := e.users == 0 && e.dead && e.sess != nil
 	p.mu.Unlock()
 	if closing {

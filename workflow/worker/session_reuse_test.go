@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/events/vocab"
@@ -362,4 +363,27 @@ func TestWorker_SessionReuse_ToolsListChanged(t *testing.T) {
 			replays(t, db, r.RunID)
 		}
 	})
+}
+
+// TestWorker_SessionReuse_IdleTooLong: a pooled session no run used for
+// longer than MaxIdle is closed (DELETE) instead of lent: the next run
+// opens a new one. Within MaxIdle it is lent.
+func TestWorker_SessionReuse_IdleTooLong(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, actTool())
+	db := testkit.Backends(t)[0].Open(t, events.Options{})
+	wf := mustParse(t, oneCall(srv.URL, "act", "at_most_once", `{n: 1}`))
+	now := time.Unix(1_700_000_000, 0)
+	pool := &workflow.SessionPool{Now: func() time.Time { return now }, MaxIdle: time.Minute}
+	defer pool.Close()
+	for i, step := range []struct {
+		idle             time.Duration
+		initialize, dels int
+	}{{0, 1, 0}, {time.Minute, 1, 0}, {time.Minute + time.Second, 2, 1}} {
+		now = now.Add(step.idle)
+		submitN(t, db, wf, 1)
+		drain(t, &worker.Worker{DB: db, Concurrency: 1, Sessions: pool}, 1)
+		if st := srv.Stats(); st.Initialize != step.initialize || st.Deletes != step.dels {
+			t.Fatalf("run %d, idle %s: server saw %d initialize, %d DELETE; want %d, %d", i+1, step.idle, st.Initialize, st.Deletes, step.initialize, step.dels)
+		}
+	}
 }

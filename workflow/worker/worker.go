@@ -75,6 +75,9 @@ type Worker struct {
 	// session and tool catalog serve every run with the same remote
 	// identity, each run's log recording which session it borrowed.
 	NoSessionReuse bool
+	// Sessions, when set, is the pool the runs share (its owner closes
+	// it); nil means a new one for each Run, closed when Run returns.
+	Sessions *workflow.SessionPool
 }
 
 // Result is what became of one run a worker took.
@@ -100,7 +103,7 @@ var ErrGraceExpired = errors.New("worker: grace period expired with runs in flig
 // ends, and returns what became of every run it took.
 func (w *Worker) Run(ctx context.Context) ([]Result, error) {
 	l := w.newLoop()
-	if l.sessions != nil {
+	if l.sessions != nil && w.Sessions == nil {
 		defer l.sessions.Close()
 	}
 	ticker := time.NewTicker(l.poll)
@@ -186,7 +189,10 @@ func (w *Worker) newLoop() *workerLoop {
 	}
 	l.claiming, _ = l.queue.(ClaimingQueue)
 	if !w.NoSessionReuse {
-		l.sessions = workflow.NewSessionPool()
+		l.sessions = w.Sessions
+		if l.sessions == nil {
+			l.sessions = workflow.NewSessionPool()
+		}
 	}
 	l.done = make(chan Result, l.conc)
 	return l
