@@ -215,6 +215,15 @@ func (p *SessionPool) Close() {
 	}
 }
 
+// poolRefused retires rs from its pool when a call on it was refused by
+// HTTP status (a server that answers 400, not 404, for a session it
+// forgot): the run goes on by the rules, later runs open a new session.
+func (rs *remoteState) poolRefused(err error) {
+	if rs.pool != nil && transport.KindOf(err) == transport.KindHTTPStatus {
+		rs.pool.retire()
+	}
+}
+
 // poolOpening marks the context of a run opening a session for the pool.
 type poolOpening struct{}
 

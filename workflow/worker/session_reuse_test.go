@@ -387,3 +387,36 @@ func TestWorker_SessionReuse_IdleTooLong(t *testing.T) {
 		}
 	}
 }
+
+// TestWorker_SessionReuse_Refused400: a server that answers 400 (not 404)
+// for a session it forgot, as the TypeScript reference server does,
+// refuses the second run's call: that run fails by the rules (nothing
+// ran), and the session leaves the pool, so the third run opens a new one
+// and succeeds.
+func TestWorker_SessionReuse_Refused400(t *testing.T) {
+	testkit.EachBackend(t, func(t *testing.T, b testkit.Backend) {
+		srv := mcptest.Start(t, mcptest.Options{}, actTool())
+		db := b.Open(t, events.Options{})
+		submitN(t, db, mustParse(t, oneCall(srv.URL, "act", "at_most_once", `{n: 1}`)), 3)
+		var states []string
+		w := &worker.Worker{DB: db, Concurrency: 1, NewRunner: func() *workflow.Runner { return &workflow.Runner{} },
+			Drain: true, Finished: func(r worker.Result) {
+				if states = append(states, r.State); len(states) == 1 {
+					srv.Inject(mcptest.Fault{RPCMethod: "tools/call", Nth: 1, Status: 400})
+				}
+			}}
+		out, err := w.Run(context.Background())
+		if err != nil || len(out) != 3 {
+			t.Fatalf("worker: %d runs, %v", len(out), err)
+		}
+		if !slices.Equal(states, []string{workflow.StateSucceeded, workflow.StateFailed, workflow.StateSucceeded}) {
+			t.Fatalf("run states %v", states)
+		}
+		if st := srv.Stats(); st.Initialize != 2 || st.Executed["act"] != 2 {
+			t.Fatalf("server saw %d initialize, %d executions; want 2, 2", st.Initialize, st.Executed["act"])
+		}
+		if third := sessionsOf(t, db, out[2].RunID); len(third) != 1 || third[0].BorrowedFrom != nil {
+			t.Fatalf("third run's sessions %+v, want one of its own", third)
+		}
+	})
+}
