@@ -21,9 +21,10 @@ import (
 // A session is shared only between runs whose remote has the same
 // identity: endpoint URL, protocol pin, network policy, user agent,
 // timeouts, and the digest of its resolved header values (credentials).
-// Remotes with an OAuth auth block, stdio servers and runs with
-// telemetry are never pooled: their session carries per-run state (the
-// run that records auth steps, a process, a trace context).
+// Remotes with an OAuth auth block, stdio servers, runs with telemetry
+// and runs with a Dialer other than NetworkDialer are never pooled: their
+// session carries per-run state (the run that records auth steps, a
+// process, a trace context, the caller's transport).
 //
 // The run that opens a session records it in full, as without a pool.
 // A run that borrows it records session.opened with borrowedFrom (the
@@ -333,6 +334,11 @@ func toolInfos(cat *transport.Catalog) []vocab.ToolInfo {
 func (rn *run) poolKey(remote string) (key string, ok bool) {
 	if rn.r.TraceContext != nil {
 		return "", false
+	}
+	if d := rn.r.Dialer; d != nil {
+		if _, network := d.(NetworkDialer); !network {
+			return "", false // a dialer of the caller's: its sessions are its own
+		}
 	}
 	cfg := rn.wf.TransportConfig(remote)
 	if len(cfg.Command) > 0 || cfg.HTTPClient != nil || cfg.Policy.Resolver != nil {

@@ -129,7 +129,8 @@ type SessionOpened struct {
 	// BorrowedFrom: the run did not open this session but borrowed it from
 	// its worker's pool (workflow.SessionPool): no initialize frames are
 	// in this run; the session.catalog that follows is a copy of the
-	// catalog the session was listed with. Generation is this run's.
+	// catalog the session was listed with (or, past a 2026-07-28 ttlMs,
+	// listed again, its frames in this run). Generation is this run's.
 	BorrowedFrom *SessionOrigin `json:"borrowedFrom,omitempty"`
 }
 
