@@ -121,7 +121,15 @@ func TestWorker_SessionReuse(t *testing.T) {
 			srv := mcptest.Start(t, mcptest.Options{}, actTool())
 			db := b.Open(t, events.Options{})
 			submitN(t, db, mustParse(t, oneCall(srv.URL, "act", "at_most_once", `{n: 1}`)), n)
+			before := db.CommitStats()
 			out := drain(t, &worker.Worker{DB: db, Concurrency: conc}, n)
+			// One run at a time, a borrowing run commits 3 times (run.started;
+			// the session, its catalog and the call's intent; the outcome
+			// with task.finished and run.finished), not 6 as with a
+			// session of its own; the opener at most 6.
+			if commits := db.CommitStats().Commits - before.Commits; conc == 1 && commits > 3*(n-1)+6 {
+				t.Fatalf("%d commits for %d runs, want at most %d", commits, n, 3*(n-1)+6)
+			}
 			st := srv.Stats()
 			if st.Initialize != 1 || st.List != 1 || st.Calls["act"] != n {
 				t.Fatalf("concurrency %d: server saw %d initialize, %d tools/list, %d calls; want 1, 1, %d", conc, st.Initialize, st.List, st.Calls["act"], n)
