@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/agentctl/agentctl/internal/canonjson"
 )
@@ -92,6 +94,13 @@ func present(raw json.RawMessage) bool {
 type Catalog struct {
 	Tools    []Tool
 	Warnings []string // e.g. tools skipped for lacking an inputSchema
+	// TTL and CacheScope are the 2026-07-28 caching hints of tools/list
+	// (ttlMs, cacheScope; the smallest ttlMs of its pages, and "private"
+	// if any page says so): how long the result may be reused, and by
+	// whom. An absent ttlMs is 0 (immediately stale); 2025-11-25 has
+	// neither.
+	TTL        time.Duration
+	CacheScope string
 }
 
 // Find returns the tool named name.
@@ -152,10 +161,13 @@ func (s *Session) ListTools(ctx context.Context, sink Sink) (*Catalog, error) {
 		var res struct {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor *string           `json:"nextCursor"`
+			TTLMs      *int64            `json:"ttlMs"`
+			CacheScope string            `json:"cacheScope"`
 		}
 		if err := strictUnmarshal(m.Result, &res); err != nil {
 			return nil, &Error{Op: "tools/list", Kind: KindMalformed, Sent: true, Err: fmt.Errorf("%w: page %d: %v", errMalformed, page, err)}
 		}
+		cat.cacheHints(page, res.TTLMs, res.CacheScope)
 		for i, raw := range res.Tools {
 			var wt wireTool
 			if err := strictUnmarshal(raw, &wt); err != nil || wt.Name == "" {
@@ -210,4 +222,23 @@ func nonNull(raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return raw
+}
+
+// cacheHints folds one tools/list page's ttlMs and cacheScope into the
+// catalog's: the smallest ttl (absent or negative is 0), and "private"
+// unless every page is "public".
+func (c *Catalog) cacheHints(page int, ttlMs *int64, scope string) {
+	ttl := time.Duration(0)
+	if ttlMs != nil && *ttlMs > 0 && *ttlMs < int64(math.MaxInt64/time.Millisecond) {
+		ttl = time.Duration(*ttlMs) * time.Millisecond
+	}
+	if page == 1 || ttl < c.TTL {
+		c.TTL = ttl
+	}
+	if scope != "public" {
+		scope = "private"
+	}
+	if page == 1 || scope == "private" {
+		c.CacheScope = scope
+	}
 }

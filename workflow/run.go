@@ -61,6 +61,10 @@ type Runner struct {
 	// without run.finished: the run stays resumable (the worker's graceful
 	// shutdown). Tasks in flight finish first.
 	Stop <-chan struct{}
+	// Sessions, when set, lets the run share MCP sessions and their tool
+	// catalogs with the other runs of this process (a worker's pool); nil
+	// opens the run's own, as agentctl run does.
+	Sessions *SessionPool
 }
 
 // RunOptions describe how a run came to be.

@@ -177,6 +177,7 @@ func (c *call) send(ctx context.Context) (any, error) {
 			}
 		}
 		c.lastErr = err
+		c.rs.poolRefused(err)
 		trigger, reason := triggerFor(ctx, err), err.Error()
 		if why, ok := urlElicitation(err); ok {
 			trigger, reason = fsm.URLElicitationRequired, why

@@ -109,6 +109,9 @@ func (c *call) relist(ctx context.Context) error {
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
 	}
 	rn.later(events.Record{Stream: sessionStream(rs.name, rs.gen), Type: vocab.TypeSessionCatalog, Payload: rec})
+	if rs.pool != nil {
+		rs.pool.retire() // the pool's catalog is stale: the next run opens anew
+	}
 	tool, ok := cat.Find(c.tool.Name)
 	switch {
 	case !ok:

@@ -370,6 +370,10 @@ func (rn *run) closeSessions() {
 		if rs.sess == nil {
 			continue
 		}
+		if rs.pool != nil {
+			rs.pool.release() // shared: closed by the pool
+			continue
+		}
 		if cr, ok := rs.sess.(closeRecorder); ok {
 			base := vocab.Frame{Remote: rs.name, Generation: rs.gen, TaskID: rs.owner, Attempt: rs.attempt}
 			_ = cr.CloseWith(context.Background(), rn.laterSink(sessionStream(rs.name, rs.gen), base))

@@ -29,6 +29,9 @@ type remoteState struct {
 	// the opening lane's next commit, and a lane that uses the session
 	// commits nothing before it.
 	recorded *carry
+	// pool: the session is shared with other runs of this process
+	// (Runner.Sessions); the run releases it at its end, never closes it.
+	pool *pooledSession
 }
 
 // task runs one attempt of a task and returns its output, or the failure
@@ -222,6 +225,9 @@ func (rn *run) retire(rs *remoteState) {
 	if rn.remotes[rs.name] == rs {
 		delete(rn.remotes, rs.name)
 	}
+	if rs.pool != nil {
+		rs.pool.retire() // no other run borrows it either
+	}
 }
 
 func sessionStream(remote string, gen int) string { return fmt.Sprintf("session/%s/%d", remote, gen) }
@@ -252,6 +258,9 @@ func (rn *run) open(ctx context.Context, remote, taskID string, attempt int, def
 // opened only to ask about its task (session.opened says so), and never
 // becomes the run's session with the remote.
 func (rn *run) openWith(ctx context.Context, remote, taskID string, attempt int, deferCatalog, taskPoll bool) (*remoteState, error) {
+	if rs, pooled, err := rn.fromPool(ctx, remote, taskID, attempt, deferCatalog, taskPoll); pooled {
+		return rs, err // borrowed from the worker's pool, or opened for it
+	}
 	conn, err := rn.conn(remote)
 	if err != nil {
 		return nil, err

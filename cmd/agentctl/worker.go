@@ -31,6 +31,8 @@ type workerFlags struct {
 	poll        time.Duration
 	metricsAddr string
 	lease       time.Duration
+	// noSessionReuse: every run opens its own MCP sessions.
+	noSessionReuse bool
 }
 
 // check refuses flag values the library would read as its defaults: a
@@ -69,7 +71,13 @@ With --drain the worker exits 0 once nothing is left to take. Without it, it pol
 for new runs until SIGTERM or SIGINT; then it takes no new run, lets each run finish the task in
 flight and stops it before its next task (resumable), waiting at most --grace. Runs still in
 flight after the grace period are left as they are for a later worker or resume (exit 130).
-Leases of runs that stopped are released, so another worker resumes them at once.`,
+Leases of runs that stopped are released, so another worker resumes them at once.
+
+The runs of one worker share MCP sessions: a run borrows the session (and tool catalog) another
+run opened with the same remote identity (URL, resolved credentials, protocol pin), and records
+session.opened with borrowedFrom and a copy of the catalog, so its log stands alone. An expired
+session leaves the pool. Remotes with an OAuth auth block and stdio servers are not shared;
+--no-session-reuse makes every run open its own.`,
 		Example: `  agentctl submit wf.yaml --input query=mcp && agentctl worker --drain
   agentctl worker --concurrency 8 --grace 1m
   agentctl worker --db postgres://agentctl@db/agentctl --concurrency 8 --lease 10s`,
@@ -86,6 +94,7 @@ Leases of runs that stopped are released, so another worker resumes them at once
 	durationVar(cmd, false, &f.grace, "grace", 30*time.Second, "after SIGTERM/SIGINT, how long runs in flight may take to reach their next task")
 	durationVar(cmd, false, &f.lease, "lease", 30*time.Second, "PostgreSQL: how long a run's lease lasts without a heartbeat (renewed every third of it)")
 	durationVar(cmd, false, &f.poll, "poll", 200*time.Millisecond, "how often to look for new runs")
+	cmd.Flags().BoolVar(&f.noSessionReuse, "no-session-reuse", false, "every run opens its own MCP sessions (by default runs share a remote's session and tool catalog when its URL, credentials and protocol pin are the same)")
 	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address (e.g. 127.0.0.1:9464; a bare :PORT binds 127.0.0.1, any other host is used with a warning when it is not loopback); empty: none")
 	return cmd
 }
@@ -142,7 +151,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 // stderr (human) or stdout (jsonl).
 func (a *app) newWorker(db *events.DB, f workerFlags) *worker.Worker {
 	human := a.output == "human"
-	return &worker.Worker{DB: db, Concurrency: f.concurrency, Drain: f.drain, Grace: f.grace, Poll: f.poll,
+	return &worker.Worker{DB: db, Concurrency: f.concurrency, Drain: f.drain, Grace: f.grace, Poll: f.poll, NoSessionReuse: f.noSessionReuse,
 		NewRunner: func() *workflow.Runner {
 			r := &workflow.Runner{UserAgent: "agentctl/" + version, AllowPlaintextCredentials: a.allowPlaintextCreds}
 			a.wireTelemetry(db, r)

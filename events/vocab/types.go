@@ -126,6 +126,23 @@ type SessionOpened struct {
 	// accepted on an earlier one whose id was not kept (encryption off); a
 	// replay, never interrupted, does not open it.
 	TaskPoll bool `json:"taskPoll,omitempty"`
+	// BorrowedFrom: the run did not open this session but borrowed it from
+	// its worker's pool (workflow.SessionPool): no initialize frames are
+	// in this run; the session.catalog that follows is a copy of the
+	// catalog the session was listed with (or, past a 2026-07-28 ttlMs,
+	// listed again, its frames in this run). Generation is this run's.
+	BorrowedFrom *SessionOrigin `json:"borrowedFrom,omitempty"`
+}
+
+// SessionOrigin names where a borrowed session was opened: the run that
+// initialized it and its generation there, plus what that run's
+// initialize frames said which this run's log must keep on its own.
+type SessionOrigin struct {
+	RunID      string `json:"runId"`
+	Generation int    `json:"generation"`
+	// ToolCallTasks: initialize advertised task-augmented tools/call
+	// (2025-11-25), read by a replay of this run from here.
+	ToolCallTasks bool `json:"toolCallTasks,omitempty"`
 }
 
 // ToolInfo is one tool of a catalog as recorded (remote text is data only).

@@ -27,6 +27,9 @@ type Options struct {
 	JSONResponse    bool   // answer requests with application/json instead of SSE
 	Stateless       bool   // issue no session id and check none
 	ExpireAfter     int    // a session answers 404 once it has seen this many POSTs after initialize (a simulated restart); 0 = never
+	// ListTTLMs, when set on a 2026-07-28 server, is the ttlMs of every
+	// tools/list result (cacheScope "private"); nil sends no hint.
+	ListTTLMs *int64
 
 	// Tasks, when set, advertises and serves MCP tasks for tools/call
 	// (tasks.go); nil = no tasks capability, params.task is ignored.

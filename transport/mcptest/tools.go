@@ -162,6 +162,9 @@ func (s *Server) list(sess *session, params json.RawMessage) (json.RawMessage, *
 	if end < len(tools) {
 		res["nextCursor"] = "page-" + strconv.Itoa(end)
 	}
+	if s.modern() && s.opts.ListTTLMs != nil { // 2026-07-28 caching hints
+		res["ttlMs"], res["cacheScope"] = *s.opts.ListTTLMs, "private"
+	}
 	b, _ := json.Marshal(res)
 	return b, nil
 }

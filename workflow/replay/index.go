@@ -462,6 +462,9 @@ func (ix *indexer) sessionOpened(e events.Event) error {
 	}
 	s := ix.src.session(p.Remote, p.Generation)
 	s.opened = &p
+	if p.BorrowedFrom != nil { // no initialize frames here: what they said is copied
+		s.toolCallTasks = p.BorrowedFrom.ToolCallTasks
+	}
 	ix.unsettle(s) // until its catalog arrives
 	if p.TaskPoll {
 		s.abandoned = true // only the source's resume needed it

@@ -70,6 +70,14 @@ type Worker struct {
 	// looking for runs (the look is tried again after a backoff); it is
 	// called from Run's goroutine.
 	Transient func(error)
+	// NoSessionReuse makes every run open its own MCP sessions. By default
+	// the runs of one Run share them (workflow.SessionPool): a remote's
+	// session and tool catalog serve every run with the same remote
+	// identity, each run's log recording which session it borrowed.
+	NoSessionReuse bool
+	// Sessions, when set, is the pool the runs share (its owner closes
+	// it); nil means a new one for each Run, closed when Run returns.
+	Sessions *workflow.SessionPool
 }
 
 // Result is what became of one run a worker took.
@@ -95,6 +103,9 @@ var ErrGraceExpired = errors.New("worker: grace period expired with runs in flig
 // ends, and returns what became of every run it took.
 func (w *Worker) Run(ctx context.Context) ([]Result, error) {
 	l := w.newLoop()
+	if l.sessions != nil && w.Sessions == nil {
+		defer l.sessions.Close()
+	}
 	ticker := time.NewTicker(l.poll)
 	defer ticker.Stop()
 	ctxDone := ctx.Done()
@@ -150,6 +161,8 @@ type workerLoop struct {
 	// tries again at retryAt, after a backoff while the errors go on.
 	retryAt   time.Time
 	transient int
+	// sessions is the pool the runs share (nil: NoSessionReuse).
+	sessions *workflow.SessionPool
 }
 
 // newLoop applies w's defaults.
@@ -175,6 +188,12 @@ func (w *Worker) newLoop() *workerLoop {
 		}
 	}
 	l.claiming, _ = l.queue.(ClaimingQueue)
+	if !w.NoSessionReuse {
+		l.sessions = w.Sessions
+		if l.sessions == nil {
+			l.sessions = workflow.NewSessionPool()
+		}
+	}
 	l.done = make(chan Result, l.conc)
 	return l
 }
@@ -230,7 +249,7 @@ func (l *workerLoop) take(list []Candidate) (startedAny bool) {
 			l.w.Started(c.RunID, resumed)
 		}
 		go func() {
-			r := l.w.execute(c.RunID, resumed, l.name, l.stop)
+			r := l.w.execute(c.RunID, resumed, l.name, l.stop, l.sessions)
 			if l.claiming != nil {
 				l.claiming.Release(c.RunID)
 			}
@@ -268,9 +287,12 @@ func (l *workerLoop) stopTaking() {
 }
 
 // execute runs one taken run to the end of this worker's part in it.
-func (w *Worker) execute(runID string, resumed bool, name string, stop <-chan struct{}) Result {
+func (w *Worker) execute(runID string, resumed bool, name string, stop <-chan struct{}, sessions *workflow.SessionPool) Result {
 	r := w.NewRunner()
 	r.DB, r.Stop = w.DB, stop
+	if r.Sessions == nil {
+		r.Sessions = sessions
+	}
 	ctx := context.Background() // a stop never cancels a call in flight
 	var res *workflow.Result
 	var err error
