@@ -35,10 +35,10 @@ func TestSQLite_ApplierOnWritersConnection(t *testing.T) {
 		multi    error
 	}
 	apply := func(ctx context.Context, tx *events.Tx, evs []events.Event) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO runs (run_id, workflow, workflow_digest, mode, state, calls, started_at, updated_at) VALUES (?, 'wf', 'dg', 'run', 'running', ?, ?, ?)`, evs[0].RunID, 7, evs[0].CreatedAt, evs[0].CreatedAt); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO runs (run_id, workflow, workflow_digest, mode, state, exit_code, started_at, updated_at) VALUES (?, 'wf', 'dg', 'run', 'running', ?, ?, ?)`, evs[0].RunID, 7, evs[0].CreatedAt, evs[0].CreatedAt); err != nil {
 			return err
 		}
-		row, err := tx.QueryRow(ctx, `SELECT workflow, calls, ?, error, workflow_digest FROM runs WHERE run_id = ?`, evs[0].Seq, evs[0].RunID)
+		row, err := tx.QueryRow(ctx, `SELECT workflow, exit_code, ?, error, workflow_digest FROM runs WHERE run_id = ?`, evs[0].Seq, evs[0].RunID)
 		if err != nil {
 			return err
 		}
@@ -70,7 +70,7 @@ func TestSQLite_ApplierOnWritersConnection(t *testing.T) {
 
 	boom := errors.New("boom")
 	failing := func(ctx context.Context, tx *events.Tx, evs []events.Event) error {
-		if _, err := tx.Exec(ctx, `UPDATE runs SET calls = 99 WHERE run_id = ?`, "run-a"); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE runs SET exit_code = 99 WHERE run_id = ?`, "run-a"); err != nil {
 			return err
 		}
 		return boom
@@ -89,7 +89,7 @@ func TestSQLite_ApplierOnWritersConnection(t *testing.T) {
 	}
 	db2 := testkit.OpenDB(t, path, events.Options{})
 	var calls int64
-	if err := db2.SQL().QueryRowContext(ctx, `SELECT calls FROM runs WHERE run_id = 'run-a'`).Scan(&calls); err != nil || calls != 7 {
+	if err := db2.SQL().QueryRowContext(ctx, `SELECT exit_code FROM runs WHERE run_id = 'run-a'`).Scan(&calls); err != nil || calls != 7 {
 		t.Errorf("after reopen calls = %d, %v; want 7 (the failed append's 99 rolled back)", calls, err)
 	}
 	if n, err := db2.VerifyRun(ctx, "run-a"); err != nil || n != 2 {

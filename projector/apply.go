@@ -3,31 +3,19 @@ package projector
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/events/vocab"
 )
 
 // Apply folds evs (one committed batch of one run) into the projection
-// tables inside tx. It is an events.Applier.
+// tables inside tx. It is an events.Applier. The runs row changes only
+// with the run's own events: its calls and events are counted from
+// protocol_calls and the log when read (Inspect, FindRuns), so a call's
+// commit does not rewrite it.
 func Apply(ctx context.Context, tx *events.Tx, evs []events.Event) error {
 	if len(evs) == 0 {
 		return nil
-	}
-	calls := 0 // call.prepared events: the run's call counter, updated once per batch
-	// The run row follows the last non-frame event: a batch of frames alone
-	// (a progress notification) is one INSERT and nothing else, and the
-	// value does not depend on how events were batched, so rebuilt rows
-	// equal incremental ones. Inspect counts events from the log itself.
-	var step *events.Event
-	for i := range evs {
-		if evs[i].Type == vocab.TypeCallPrepared {
-			calls++
-		}
-		if !strings.HasPrefix(evs[i].Type, vocab.FramePrefix) {
-			step = &evs[i]
-		}
 	}
 	var f fold
 	for _, e := range evs {
@@ -41,17 +29,7 @@ func Apply(ctx context.Context, tx *events.Tx, evs []events.Event) error {
 			return fmt.Errorf("project %s seq %d: %w", e.Type, e.Seq, err)
 		}
 	}
-	if err := f.flush(ctx, tx); err != nil {
-		return err
-	}
-	if step == nil {
-		return nil
-	}
-	_, err := tx.Exec(ctx, `UPDATE runs SET calls = calls + ?, events = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`, calls, step.Seq, step.Seq, step.CreatedAt, step.RunID)
-	if err != nil {
-		return fmt.Errorf("project run counters: %w", err)
-	}
-	return nil
+	return f.flush(ctx, tx)
 }
 
 // RowStatus is the status of a new protocol row: "recorded" when the row

@@ -26,8 +26,8 @@ func applyRunStarted(ctx context.Context, tx *events.Tx, e events.Event, _ vocab
 }
 
 func applyRunFinished(ctx context.Context, tx *events.Tx, e events.Event, p vocab.RunFinished) error {
-	return exec(ctx, tx, `UPDATE runs SET state = ?, exit_code = ?, error = ?, finished_at = ? WHERE run_id = ?`,
-		p.State, p.ExitCode, nullable(clearText(e, p.Error)), e.CreatedAt, e.RunID)
+	return exec(ctx, tx, `UPDATE runs SET state = ?, exit_code = ?, error = ?, finished_at = ?, updated_at = ? WHERE run_id = ?`,
+		p.State, p.ExitCode, nullable(clearText(e, p.Error)), e.CreatedAt, e.CreatedAt, e.RunID)
 }
 
 // applyRunResumed reopens the runs row: the run is running again until

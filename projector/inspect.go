@@ -56,14 +56,15 @@ type RunView struct {
 	State          string  `db:"state" json:"state"`
 	ExitCode       *int    `db:"exit_code" json:"exitCode"`
 	Error          *string `db:"error" json:"error"`
-	Calls          int     `db:"calls" json:"calls"`
-	// Events is the run's events; in a replay, each replay.frames event
-	// counts as the frames it references.
-	Events     int64   `db:"events" json:"events"`
-	LastSeq    int64   `db:"last_seq" json:"-"`
+	// Calls is the run's protocol_calls rows (one per call.prepared).
+	Calls int `db:"calls" json:"calls"`
+	// Events is the run's events, read from the log; in a replay, each
+	// replay.frames event counts as the frames it references.
+	Events     int64   `db:"-" json:"events"`
 	StartedAt  string  `db:"started_at" json:"startedAt"`
 	FinishedAt *string `db:"finished_at" json:"finishedAt"`
-	UpdatedAt  string  `db:"updated_at" json:"updatedAt"`
+	// UpdatedAt is the time of the run's last event other than a frame.
+	UpdatedAt string `db:"updated_at" json:"updatedAt"`
 }
 
 // TaskView is a tasks row.
@@ -189,7 +190,10 @@ func Inspect(ctx context.Context, db *events.DB, runID string) (*Document, error
 func InspectEach(ctx context.Context, db *events.DB, runID string, each func(events.Event) error) (*Document, error) {
 	x := db.SQL()
 	var run RunView
-	if err := x.GetContext(ctx, &run, `SELECT run_id, workflow, workflow_digest, mode, source_run_id, state, exit_code, error, calls, events, last_seq, started_at, finished_at, updated_at FROM runs WHERE run_id = ?`, runID); err != nil {
+	if err := x.GetContext(ctx, &run, `SELECT run_id, workflow, workflow_digest, mode, source_run_id, state, exit_code, error, started_at, finished_at,
+		(SELECT COUNT(*) FROM protocol_calls c WHERE c.run_id = runs.run_id) AS calls,
+		COALESCE((SELECT created_at FROM events e WHERE e.run_id = runs.run_id AND e.type NOT LIKE 'mcp.%' ORDER BY e.seq DESC LIMIT 1), updated_at) AS updated_at
+		FROM runs WHERE run_id = ?`, runID); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("%w %q", ErrUnknownRun, runID)
 		}

@@ -39,7 +39,7 @@ type RunFilter struct {
 
 // FindRuns returns the summaries of the runs f selects, newest first.
 func FindRuns(ctx context.Context, db *events.DB, f RunFilter) ([]RunSummary, error) {
-	q := `SELECT run_id, workflow, mode, source_run_id, state, started_at, finished_at, calls FROM runs WHERE 1 = 1`
+	q := `SELECT run_id, workflow, mode, source_run_id, state, started_at, finished_at, (SELECT COUNT(*) FROM protocol_calls c WHERE c.run_id = runs.run_id) AS calls FROM runs WHERE 1 = 1`
 	var args []any
 	if f.State != "" {
 		q += ` AND state = ?`

@@ -120,7 +120,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestCLI_InspectVerifyFindsDeletedTail (issue 13 item 6d in the database):
 // deleting a run's last events leaves a chain that verifies as a shorter
-// run; --verify finds that the projection (events, last_seq, state) says
+// run; --verify finds that the projection (the run's state) says
 // more than the log holds.
 func TestCLI_InspectVerifyFindsDeletedTail(t *testing.T) {
 	srv := mcptest.Start(t, mcptest.Options{}, chattyTool())
