@@ -48,12 +48,12 @@ func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *log
 		// Committed with the attempt's first protocol step.
 		rn.later(events.Record{Stream: taskStream(t.ID, attempt), Type: vocab.TypeTaskStarted, Payload: started})
 	}
-	out, code, kind, err := rn.taskBody(ctx, t, attempt, idem, prev)
+	out, ofCall, code, kind, err := rn.taskBody(ctx, t, attempt, idem, prev)
 	var next *vocab.TaskRetryScheduled
 	if err != nil && retries(kind, idem) {
 		next = rn.retryPlan(ctx, t, attempt, err)
 	}
-	out, fail := rn.finishAttempt(t, attempt, out, code, err, next)
+	out, fail := rn.finishTask(t, attempt, out, ofCall, code, err, next)
 	if fail != nil && fail.Code == ExitStorage {
 		next = nil
 	}
@@ -63,10 +63,19 @@ func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *log
 // finishAttempt records task.finished (with the next attempt's schedule,
 // if any) and turns a failure into the *Error that ends the task.
 func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error, next *vocab.TaskRetryScheduled) (any, *Error) {
+	return rn.finishTask(t, attempt, out, false, code, err, next)
+}
+
+// finishTask is finishAttempt; ofCall says a success's output is its call's
+// call.result output, which task.finished then leaves out (OutputOfCall).
+func (rn *run) finishTask(t spec.TaskSpec, attempt int, out any, ofCall bool, code int, err error, next *vocab.TaskRetryScheduled) (any, *Error) {
 	fin := vocab.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
-	if err != nil {
+	switch {
+	case err != nil:
 		fin.State, fin.Error, fin.ErrorKind = stateFor(code, err), err.Error(), string(transport.KindOf(err))
-	} else {
+	case ofCall:
+		fin.OutputOfCall = true
+	default:
 		fin.Output, _ = json.Marshal(out)
 	}
 	rec := events.Record{Stream: taskStream(t.ID, attempt), Type: vocab.TypeTaskFinished, Payload: fin}
@@ -96,17 +105,18 @@ func taskStream(id string, attempt int) string { return fmt.Sprintf("task/%s/%d"
 // taskBody makes the attempt's call (a fresh one, or the recorded one of
 // an interrupted attempt) and checks the task's output contract. kind says
 // what a failure proves about the call, for the retry decision: an output
-// that breaks the task's contract came from a tool that ran.
-func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (out any, code int, kind failureKind, err error) {
+// that breaks the task's contract came from a tool that ran. ofCall says
+// a success's output is the call's call.result output.
+func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (out any, ofCall bool, code int, kind failureKind, err error) {
 	var c *call
 	if prev != nil && prev.call != nil {
 		if c, err = rn.resumedCall(t, prev.call); err != nil {
-			return nil, ExitStorage, failFinal, err
+			return nil, false, ExitStorage, failFinal, err
 		}
 		out, err = c.resume(ctx, prev.call)
 	} else {
 		if c, err = rn.newCall(ctx, t, attempt, idem); err != nil {
-			return nil, exitFor(err), failureBeforeCall(ctx, err), err
+			return nil, false, exitFor(err), failureBeforeCall(ctx, err), err
 		}
 		out, err = c.run(ctx)
 	}
@@ -118,10 +128,10 @@ func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem 
 		if c.m.State == fsm.Uncertain {
 			err = c.uncertain(err)
 		}
-		return nil, code, kind, err
+		return nil, false, code, kind, err
 	}
 	out, code, err = rn.checkContract(t, out)
-	return out, code, failMayHaveRun, err
+	return out, c.ofResult, code, failMayHaveRun, err
 }
 
 // checkContract applies the task's outputSchema to its output.
