@@ -69,8 +69,8 @@ func FrameOutput(f Frame, id json.RawMessage, digest string, structured bool) (j
 // decoded (Result, Finished), which it completes in place. The zero value
 // is ready to use.
 type Outputs struct {
-	responses map[string]events.Event     // effect id → the call's last response frame
-	attempts  map[string]string           // effect id → its task attempt ("task/attempt")
+	responses map[string]events.Event    // effect id → the call's last response frame
+	attempts  map[string]string          // effect id → its task attempt ("task/attempt")
 	outputs   map[string]json.RawMessage // task attempt → output of its call's last call.result
 }
 
