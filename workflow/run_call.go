@@ -387,11 +387,16 @@ func (c *call) responseSink(sink transport.Sink) transport.Sink {
 	}
 }
 
+// minLeftOut is the size from which an output is left out of call.result
+// and task.finished: a shorter one costs less than the marker
+// ("outputInResponse":true, "outputOfCall":true) that would replace it.
+const minLeftOut = 24
+
 // stored is rec as the log keeps it: without its output when the response
 // frame this run recorded for the call holds exactly that output
 // (vocab.FrameOutput), so that the output is stored once.
 func (c *call) stored(rec vocab.CallResult) vocab.CallResult {
-	if c.response == nil || c.viaTask || len(rec.Output) == 0 {
+	if c.response == nil || c.viaTask || len(rec.Output) < minLeftOut {
 		return rec
 	}
 	out, err := vocab.FrameOutput(*c.response, rec.JSONRPCID, rec.ResultDigest, rec.Structured)

@@ -70,13 +70,10 @@ func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, er
 // call.result output, which task.finished then leaves out (OutputOfCall).
 func (rn *run) finishTask(t spec.TaskSpec, attempt int, out any, ofCall bool, code int, err error, next *vocab.TaskRetryScheduled) (any, *Error) {
 	fin := vocab.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
-	switch {
-	case err != nil:
+	if err != nil {
 		fin.State, fin.Error, fin.ErrorKind = stateFor(code, err), err.Error(), string(transport.KindOf(err))
-	case ofCall:
-		fin.OutputOfCall = true
-	default:
-		fin.Output, _ = json.Marshal(out)
+	} else if fin.Output, _ = json.Marshal(out); ofCall && len(fin.Output) >= minLeftOut {
+		fin.Output, fin.OutputOfCall = nil, true
 	}
 	rec := events.Record{Stream: taskStream(t.ID, attempt), Type: vocab.TypeTaskFinished, Payload: fin}
 	if err == nil {
