@@ -29,14 +29,16 @@ func bigTool() mcptest.ToolDef {
 // maxPlainCallBytes is the ceiling TestCallOutputStoredOnce holds for the
 // payloads of one plain call of bigTool: the response frame holds its
 // output twice (content text and structuredContent, as the server sent
-// them), and everything else stays under 2 KiB. An output stored again in
-// call.result or task.finished (4 KiB each) breaks it.
-var maxPlainCallBytes = 2*len(bigOutput) + 2048
+// them), and everything else stays under 1.5 KiB. An output stored again
+// in call.result or task.finished (4 KiB each) breaks it, and so do the
+// frames' effect ids (about 80 bytes each) written again.
+var maxPlainCallBytes = 2*len(bigOutput) + 1536
 
 // TestCallOutputStoredOnce pins the bytes of a plain call (issue 34 item
 // 4): the tool's output is in its response frame and nowhere else, the
-// run's outputs are the tool's, and a replay of the run (no network)
-// produces them again.
+// call's frames leave out the effect id their stream names (inspect still
+// shows it), the run's outputs are the tool's, and a replay of the run (no
+// network) produces them again.
 func TestCallOutputStoredOnce(t *testing.T) {
 	srv := mcptest.Start(t, mcptest.Options{}, bigTool())
 	db := openDB(t)
@@ -64,6 +66,23 @@ func TestCallOutputStoredOnce(t *testing.T) {
 		if n := strings.Count(e.Payload, bigOutput); n > 0 && e.Type != vocab.FramePrefix+"response" {
 			t.Errorf("%s at seq %d holds the output %d times; only the response frame should", e.Type, e.Seq, n)
 		}
+		if vocab.IsFrame(e.Type) && strings.Contains(e.Payload, `"effectId"`) {
+			t.Errorf("%s at seq %d repeats the effect id its stream %s names", e.Type, e.Seq, e.Stream)
+		}
+	}
+	// Readers see the effect id of the call's frames as before.
+	doc := inspectDoc(t, db, res.RunID)
+	var frames int
+	for _, se := range doc.StreamEvents {
+		if strings.HasPrefix(se.Stream, "call/") {
+			frames++
+			if se.EffectID == nil || "call/"+*se.EffectID != se.Stream {
+				t.Errorf("inspect shows frame %d of %s with effect id %v", se.Seq, se.Stream, se.EffectID)
+			}
+		}
+	}
+	if frames != 2 {
+		t.Errorf("inspect shows %d frames of the call, want its request and response", frames)
 	}
 	t.Logf("one plain call: %d payload bytes in %v", total, types)
 	if total > maxPlainCallBytes {

@@ -368,7 +368,7 @@ func (rn *run) frameSink(stream string, base vocab.Frame, deferResponse bool) tr
 		fr := base
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
 		fr.Body = frameBody(f.Body)
-		rec := events.Record{Stream: stream, Type: vocab.FramePrefix + f.Kind, Payload: fr}
+		rec := events.Record{Stream: stream, Type: vocab.FramePrefix + f.Kind, Payload: vocab.StoredFrame(stream, fr)}
 		if deferResponse && f.Dir == "in" && f.Kind == "response" {
 			rn.later(rec)
 			return nil
@@ -383,7 +383,7 @@ func (rn *run) laterSink(stream string, base vocab.Frame) transport.Sink {
 		fr := base
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
 		fr.Body = frameBody(f.Body)
-		rn.later(events.Record{Stream: stream, Type: vocab.FramePrefix + f.Kind, Payload: fr})
+		rn.later(events.Record{Stream: stream, Type: vocab.FramePrefix + f.Kind, Payload: vocab.StoredFrame(stream, fr)})
 		return nil
 	}
 }

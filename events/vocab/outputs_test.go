@@ -100,3 +100,50 @@ func TestOutputs_RestoresWhatTheLogLeftOut(t *testing.T) {
 		t.Fatalf("Finished of an old log's task.finished: %s, %v", old.Output, err)
 	}
 }
+
+// TestStoredFrame_EffectIDFromStream: a frame on its call's stream is
+// written without its effectId, and every frame decoder gives it back from
+// the stream; a frame on another stream, or one written with its effectId
+// (logs before), reads as written.
+func TestStoredFrame_EffectIDFromStream(t *testing.T) {
+	f := vocab.Frame{Dir: "in", Kind: "response", ID: json.RawMessage("3"), Remote: "r", Generation: 1, TaskID: "a", Attempt: 1, EffectID: "e1",
+		Body: json.RawMessage(`{"jsonrpc":"2.0","id":3,"result":{}}`)}
+	stored := vocab.StoredFrame("call/e1", f)
+	b, err := json.Marshal(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "effectId") {
+		t.Fatalf("stored frame %s keeps its effectId", b)
+	}
+	if got := vocab.StoredFrame("session/r/1", f); got.EffectID != "e1" {
+		t.Fatalf("a frame on a session stream lost its effectId")
+	}
+	old, _ := json.Marshal(f)
+	for _, tc := range []struct {
+		stream, payload, want string
+	}{
+		{"call/e1", string(b), "e1"},
+		{"call/e1", string(old), "e1"},
+		{"call/e2", string(old), "e1"}, // as written, whatever the stream
+		{"session/r/1", string(b), ""},
+		{"call/e1", strings.Replace(string(b), `"dir"`, `"di\u0072"`, 1), "e1"}, // the encoding/json path
+	} {
+		e := events.Event{Seq: 1, Stream: tc.stream, Type: vocab.FramePrefix + "response", Payload: tc.payload}
+		full, err := vocab.DecodeFrame(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, err := vocab.DecodeFrameHeader(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := vocab.Payload(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if full.EffectID != tc.want || head.EffectID != tc.want || p.(vocab.Frame).EffectID != tc.want {
+			t.Errorf("%s %s: effectId %q, header %q, payload %q; want %q", tc.stream, tc.payload, full.EffectID, head.EffectID, p.(vocab.Frame).EffectID, tc.want)
+		}
+	}
+}
