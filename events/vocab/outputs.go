@@ -74,11 +74,15 @@ type Outputs struct {
 	outputs   map[string]json.RawMessage // task attempt → output of its call's last call.result
 }
 
-// Frame notes e if it is a response frame of a call.
+// Frame notes e if it is a response a call received (not one it sent,
+// answering a server's request).
 func (o *Outputs) Frame(e events.Event) {
-	id, ok := strings.CutPrefix(e.Stream, "call/")
+	id, ok := strings.CutPrefix(e.Stream, callStream)
 	if !ok || e.Type != FramePrefix+"response" {
 		return
+	}
+	if h, err := DecodeFrameHeader(e); err != nil || h.Dir != "in" {
+		return // an unreadable frame is reported by the reader that needs it
 	}
 	if o.responses == nil {
 		o.responses = map[string]events.Event{}
