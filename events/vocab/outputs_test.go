@@ -95,6 +95,21 @@ func TestOutputs_RestoresWhatTheLogLeftOut(t *testing.T) {
 	if err := o.Finished(fe, &f); !errors.Is(err, vocab.ErrOutputMissing) {
 		t.Fatalf("Finished without a call result: %v, want ErrOutputMissing", err)
 	}
+	// A response the call sent (answering a server's request) is not the
+	// one that holds its result.
+	frame, prepared, ce, _ := outputsLog(t, result, vocab.CallResult{EffectID: "e1", JSONRPCID: json.RawMessage("7"),
+		ResultDigest: good.ResultDigest, OutputInResponse: true, Structured: true})
+	sent := events.Event{Seq: 3, Stream: "call/e1", Type: vocab.FramePrefix + "response",
+		Payload: `{"dir":"out","kind":"response","id":1,"remote":"r","generation":1,"body":{"jsonrpc":"2.0","id":1,"result":{}}}`}
+	var o2 vocab.Outputs
+	p, _ := vocab.Decode[vocab.CallPrepared](prepared)
+	o2.Prepared(p)
+	o2.Frame(frame)
+	o2.Frame(sent)
+	r, _ := vocab.Decode[vocab.CallResult](ce)
+	if err := o2.Result(ce, &r); err != nil || string(r.Output) != `{"b":1,"a":"x"}` {
+		t.Fatalf("Result after a sent response: %s, %v", r.Output, err)
+	}
 	old := vocab.TaskFinished{TaskID: "a", Attempt: 1, State: "succeeded", Output: json.RawMessage(`{"k":1}`)}
 	if err := o.Finished(fe, &old); err != nil || string(old.Output) != `{"k":1}` {
 		t.Fatalf("Finished of an old log's task.finished: %s, %v", old.Output, err)
