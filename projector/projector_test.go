@@ -216,8 +216,10 @@ func testInspectBounds(t *testing.T, db *events.DB) {
 	evs, _ := db.Events(context.Background(), res.RunID)
 	var bigBody json.RawMessage
 	for _, e := range evs {
-		var f vocab.Frame
-		if strings.HasPrefix(e.Type, vocab.FramePrefix) && e.Decode(&f) == nil {
+		if !strings.HasPrefix(e.Type, vocab.FramePrefix) {
+			continue
+		}
+		if f, err := vocab.DecodeFrame(e); err == nil {
 			if f.TaskID == "t0" {
 				logged++
 			}

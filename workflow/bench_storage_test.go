@@ -6,6 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -103,11 +106,13 @@ func BenchmarkCallStorage(b *testing.B) {
 	}
 	src := openBenchDB(b, events.DurabilityNormal)
 	var batches [][]events.Record
+	var payloadBytes int
 	src.ObserveCommits(func(ci events.CommitInfo) {
 		for _, evs := range ci.Appends {
 			recs := make([]events.Record, len(evs))
 			for i, e := range evs {
 				recs[i] = events.Record{Stream: e.Stream, Type: e.Type, Payload: typedPayload(b, e.Type, e.Payload)}
+				payloadBytes += len(e.Payload)
 			}
 			batches = append(batches, recs)
 		}
@@ -128,6 +133,7 @@ func BenchmarkCallStorage(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			db := be.open(b)
 			var cpu time.Duration
+			w0, lsn0 := writtenBytes(b, db)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
@@ -146,6 +152,45 @@ func BenchmarkCallStorage(b *testing.B) {
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*calls), "cpu-µs/call")
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*calls), "µs/call")
 			b.ReportMetric(float64(len(batches))/calls, "commits/call")
+			// Bytes per call: of the payloads the run recorded, and written
+			// to disk (SQLite: by this process, WAL and checkpoints; PostgreSQL:
+			// WAL, the whole cluster's, so a busy neighbour adds to it).
+			b.ReportMetric(float64(payloadBytes)/calls, "payload-B/call")
+			if w1, lsn1 := writtenBytes(b, db); lsn0 != "" {
+				var d float64
+				if err := db.SQL().Get(&d, `SELECT pg_wal_lsn_diff($1, $2)`, lsn1, lsn0); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(d/float64(b.N*calls), "wal-B/call")
+			} else if w0 >= 0 && w1 >= 0 {
+				b.ReportMetric(float64(w1-w0)/float64(b.N*calls), "written-B/call")
+			}
 		})
 	}
+}
+
+// writtenBytes is what BenchmarkCallStorage's bytes per call are measured
+// by: on PostgreSQL the current WAL position (lsn; written -1), else the
+// bytes this process has written (/proc/self/io wchar; -1 where there is
+// none).
+func writtenBytes(b *testing.B, db *events.DB) (written int64, lsn string) {
+	if db.SQL().DriverName() == "pgx" {
+		if err := db.SQL().Get(&lsn, `SELECT pg_current_wal_lsn()::text`); err != nil {
+			b.Fatal(err)
+		}
+		return -1, lsn
+	}
+	io, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1, ""
+	}
+	for _, line := range strings.Split(string(io), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil {
+				return n, ""
+			}
+		}
+	}
+	return -1, ""
 }

@@ -69,6 +69,7 @@ func (c *call) resume(ctx context.Context, lc *loggedCall) (any, error) {
 		case lc.reconciled != nil:
 			return decodeOutput(lc.reconciled.Result)
 		case lc.result != nil:
+			c.ofResult = true
 			return decodeOutput(lc.result.Output)
 		}
 		return nil, fmt.Errorf("call %s succeeded but its result is not in the log", c.effectID)

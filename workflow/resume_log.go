@@ -27,6 +27,7 @@ type runLog struct {
 	// retryFailed: this resume gives failed tasks a new attempt.
 	retryFailed bool
 	states      projector.Calls // each call's machine, as its facts rebuild it
+	outputs     vocab.Outputs   // restores the outputs the log stores once
 }
 
 // loggedAttempt is one task attempt as recorded.
@@ -103,6 +104,9 @@ func (l *runLog) fold(e events.Event) error {
 		if err != nil {
 			return err
 		}
+		if err := l.outputs.Finished(e, &p); err != nil {
+			return err
+		}
 		if a := l.attempt(p.TaskID, p.Attempt); a != nil {
 			a.finished = &p
 		}
@@ -148,6 +152,7 @@ func (l *runLog) foldCall(e events.Event) error {
 		}
 		c := &loggedCall{prep: p, gen: p.Generation}
 		l.calls[p.EffectID] = c
+		l.outputs.Prepared(p)
 		l.states.Prepared(p)
 		if a := l.attempt(p.TaskID, p.Attempt); a != nil {
 			a.call = c
@@ -169,6 +174,9 @@ func (l *runLog) foldCall(e events.Event) error {
 	case vocab.TypeCallResult:
 		p, err := vocab.Decode[vocab.CallResult](e)
 		if err != nil {
+			return err
+		}
+		if err := l.outputs.Result(e, &p); err != nil {
 			return err
 		}
 		if c := l.calls[p.EffectID]; c != nil {
@@ -194,6 +202,7 @@ func (l *runLog) foldCall(e events.Event) error {
 		return l.move(e, p)
 	default:
 		if vocab.IsFrame(e.Type) {
+			l.outputs.Frame(e)
 			return l.frameMove(e)
 		}
 	}

@@ -73,6 +73,14 @@ type call struct {
 	// input answers the last input-required result (2026-07-28): the
 	// request is re-issued with it; nil before any.
 	input *transport.InputAnswer
+
+	// response is the response frame of the last plain send as this run
+	// recorded it (nil for a replay's, which records a reference): a
+	// call.result whose output it holds leaves the output out.
+	response *vocab.Frame
+	// ofResult: the call's output is its call.result's (not an
+	// operator's reconciled result), so task.finished may leave it out.
+	ofResult bool
 }
 
 // callFailure is a definitive failure decided by agentctl itself. err,
@@ -156,7 +164,7 @@ func (c *call) send(ctx context.Context) (any, error) {
 				res = tc.Result // the server answered the call directly
 			}
 		} else {
-			res, err = c.rs.sess.CallTool(ctx, c.request(), c.rn.frameSink(c.stream(), c.frameBase(), true))
+			res, err = c.rs.sess.CallTool(ctx, c.request(), c.responseSink(c.rn.frameSink(c.stream(), c.frameBase(), true)))
 			if err == nil && res.Task != nil && ts != nil { // 2026-07-28: the server made the call a task
 				c.inline = true
 				return c.accepted(ctx, ts, &transport.TaskCall{Task: res.Task, ID: res.ID})
@@ -292,7 +300,7 @@ func (c *call) complete(ctx context.Context, res *transport.CallResult) (any, er
 	if c.viaTask {
 		rec.Polls = c.polls
 	}
-	rn.later(events.Record{Stream: c.stream(), Type: vocab.TypeCallResult, Payload: rec})
+	rn.later(events.Record{Stream: c.stream(), Type: vocab.TypeCallResult, Payload: c.stored(rec)})
 	if !res.IsError && !cheapToValidate(c.tool, res) {
 		// The response frame and call.result are on disk before a
 		// validation that may cost real work starts: whatever it does
@@ -364,7 +372,40 @@ func (c *call) conclude(ctx context.Context, rec vocab.CallResult) (any, error) 
 	if _, err := c.fire(fsm.Succeed, "", true); err != nil {
 		return nil, err
 	}
+	c.ofResult = true
 	return decodeOutput(rec.Output)
+}
+
+// responseSink is sink noting the response frame of a plain send as
+// recorded (c.response), for stored.
+func (c *call) responseSink(sink transport.Sink) transport.Sink {
+	c.response = nil
+	return func(ctx context.Context, f transport.Frame) error {
+		if f.Dir == "in" && f.Kind == "response" {
+			c.response = &vocab.Frame{Dir: f.Dir, Kind: f.Kind, ID: f.ID, Body: frameBody(f.Body)}
+		}
+		return sink(ctx, f)
+	}
+}
+
+// minLeftOut is the size from which an output is left out of call.result
+// and task.finished: a shorter one costs less than the marker
+// ("outputInResponse":true, "outputOfCall":true) that would replace it.
+const minLeftOut = 24
+
+// stored is rec as the log keeps it: without its output when the response
+// frame this run recorded for the call holds exactly that output
+// (vocab.FrameOutput), so that the output is stored once.
+func (c *call) stored(rec vocab.CallResult) vocab.CallResult {
+	if c.response == nil || c.viaTask || len(rec.Output) < minLeftOut {
+		return rec
+	}
+	out, err := vocab.FrameOutput(*c.response, rec.JSONRPCID, rec.ResultDigest, rec.Structured)
+	if err != nil || !bytes.Equal(out, rec.Output) {
+		return rec
+	}
+	rec.Output, rec.OutputInResponse = nil, true
+	return rec
 }
 
 // decodeOutput turns a recorded output into a workflow value.

@@ -301,7 +301,7 @@ func (c *call) pollSink(held *[]events.Record) transport.Sink {
 		fr := c.frameBase()
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
 		fr.Body = frameBody(f.Body)
-		*held = append(*held, events.Record{Stream: c.stream(), Type: vocab.FramePrefix + f.Kind, Payload: fr})
+		*held = append(*held, events.Record{Stream: c.stream(), Type: vocab.FramePrefix + f.Kind, Payload: vocab.StoredFrame(c.stream(), fr)})
 		return nil
 	}
 }

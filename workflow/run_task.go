@@ -51,12 +51,12 @@ func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *log
 		// Committed with the attempt's first protocol step.
 		rn.later(events.Record{Stream: taskStream(t.ID, attempt), Type: vocab.TypeTaskStarted, Payload: started})
 	}
-	out, code, kind, err := rn.taskBody(ctx, t, attempt, idem, prev)
+	out, ofCall, code, kind, err := rn.taskBody(ctx, t, attempt, idem, prev)
 	var next *vocab.TaskRetryScheduled
 	if err != nil && retries(kind, idem) {
 		next = rn.retryPlan(ctx, t, attempt, err)
 	}
-	out, fail := rn.finishAttempt(t, attempt, out, code, err, next)
+	out, fail := rn.finishTask(t, attempt, out, ofCall, code, err, next)
 	if fail != nil && fail.Code == ExitStorage {
 		next = nil
 	}
@@ -66,11 +66,17 @@ func (rn *run) task(ctx context.Context, t spec.TaskSpec, attempt int, prev *log
 // finishAttempt records task.finished (with the next attempt's schedule,
 // if any) and turns a failure into the *Error that ends the task.
 func (rn *run) finishAttempt(t spec.TaskSpec, attempt int, out any, code int, err error, next *vocab.TaskRetryScheduled) (any, *Error) {
+	return rn.finishTask(t, attempt, out, false, code, err, next)
+}
+
+// finishTask is finishAttempt; ofCall says a success's output is its call's
+// call.result output, which task.finished then leaves out (OutputOfCall).
+func (rn *run) finishTask(t spec.TaskSpec, attempt int, out any, ofCall bool, code int, err error, next *vocab.TaskRetryScheduled) (any, *Error) {
 	fin := vocab.TaskFinished{TaskID: t.ID, Attempt: attempt, State: StateSucceeded}
 	if err != nil {
 		fin.State, fin.Error, fin.ErrorKind = stateFor(code, err), err.Error(), string(transport.KindOf(err))
-	} else {
-		fin.Output, _ = json.Marshal(out)
+	} else if fin.Output, _ = json.Marshal(out); ofCall && len(fin.Output) >= minLeftOut {
+		fin.Output, fin.OutputOfCall = nil, true
 	}
 	rec := events.Record{Stream: taskStream(t.ID, attempt), Type: vocab.TypeTaskFinished, Payload: fin}
 	if err == nil {
@@ -99,17 +105,18 @@ func taskStream(id string, attempt int) string { return fmt.Sprintf("task/%s/%d"
 // taskBody makes the attempt's call (a fresh one, or the recorded one of
 // an interrupted attempt) and checks the task's output contract. kind says
 // what a failure proves about the call, for the retry decision: an output
-// that breaks the task's contract came from a tool that ran.
-func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (out any, code int, kind failureKind, err error) {
+// that breaks the task's contract came from a tool that ran. ofCall says
+// a success's output is the call's call.result output.
+func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem fsm.Idempotency, prev *loggedAttempt) (out any, ofCall bool, code int, kind failureKind, err error) {
 	var c *call
 	if prev != nil && prev.call != nil {
 		if c, err = rn.resumedCall(t, prev.call); err != nil {
-			return nil, ExitStorage, failFinal, err
+			return nil, false, ExitStorage, failFinal, err
 		}
 		out, err = c.resume(ctx, prev.call)
 	} else {
 		if c, err = rn.newCall(ctx, t, attempt, idem); err != nil {
-			return nil, exitFor(err), failureBeforeCall(ctx, err), err
+			return nil, false, exitFor(err), failureBeforeCall(ctx, err), err
 		}
 		out, err = c.run(ctx)
 	}
@@ -121,10 +128,10 @@ func (rn *run) taskBody(ctx context.Context, t spec.TaskSpec, attempt int, idem 
 		if c.m.State == fsm.Uncertain {
 			err = c.uncertain(err)
 		}
-		return nil, code, kind, err
+		return nil, false, code, kind, err
 	}
 	out, code, err = rn.checkContract(t, out)
-	return out, code, failMayHaveRun, err
+	return out, c.ofResult, code, failMayHaveRun, err
 }
 
 // checkContract applies the task's outputSchema to its output.
@@ -370,7 +377,7 @@ func (rn *run) frameSink(stream string, base vocab.Frame, deferResponse bool) tr
 		fr := base
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
 		fr.Body = frameBody(f.Body)
-		rec := events.Record{Stream: stream, Type: vocab.FramePrefix + f.Kind, Payload: fr}
+		rec := events.Record{Stream: stream, Type: vocab.FramePrefix + f.Kind, Payload: vocab.StoredFrame(stream, fr)}
 		if deferResponse && f.Dir == "in" && f.Kind == "response" {
 			rn.later(rec)
 			return nil
@@ -385,7 +392,7 @@ func (rn *run) laterSink(stream string, base vocab.Frame) transport.Sink {
 		fr := base
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
 		fr.Body = frameBody(f.Body)
-		rn.later(events.Record{Stream: stream, Type: vocab.FramePrefix + f.Kind, Payload: fr})
+		rn.later(events.Record{Stream: stream, Type: vocab.FramePrefix + f.Kind, Payload: vocab.StoredFrame(stream, fr)})
 		return nil
 	}
 }

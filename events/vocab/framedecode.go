@@ -22,10 +22,10 @@ func DecodeFrame(e events.Event) (Frame, error) {
 		return f, err
 	}
 	if f, ok := scanFrame(p, false); ok {
-		return f, nil
+		return streamEffect(e, f), nil
 	}
 	err = e.Decode(&f)
-	return f, err
+	return streamEffect(e, f), err
 }
 
 // DecodeFrameHeader is DecodeFrame without the body, which it neither
@@ -37,7 +37,7 @@ func DecodeFrameHeader(e events.Event) (Frame, error) {
 		return Frame{}, err
 	}
 	if f, ok := scanFrame(p, true); ok {
-		return f, nil
+		return streamEffect(e, f), nil
 	}
 	f, err := DecodeFrame(e)
 	f.Body = nil

@@ -85,7 +85,11 @@ type TaskFinished struct {
 	Attempt int             `json:"attempt"`
 	State   string          `json:"state"`
 	Output  json.RawMessage `json:"output,omitempty"`
-	Error   string          `json:"error,omitempty"`
+	// OutputOfCall: Output was left out because it is the output of the
+	// attempt's call (its call.result's); Outputs restores it. Absent in
+	// logs written before outputs were stored once.
+	OutputOfCall bool   `json:"outputOfCall,omitempty"`
+	Error        string `json:"error,omitempty"`
 	// ErrorKind is the transport error kind of Error, when it is one (a
 	// replay rebuilds a failed session open from it); absent before it
 	// was recorded.
@@ -235,6 +239,10 @@ type CallResult struct {
 	IsError      bool            `json:"isError"`
 	ResultDigest string          `json:"resultDigest"`
 	Output       json.RawMessage `json:"output,omitempty"`
+	// OutputInResponse: Output was left out because the call's response
+	// frame holds it exactly (FrameOutput); Outputs restores it. Absent in
+	// logs written before outputs were stored once.
+	OutputInResponse bool `json:"outputInResponse,omitempty"`
 	// Structured reports that Output is structuredContent (not content), so
 	// a resumed run can validate a recorded result without the network.
 	Structured bool `json:"structured,omitempty"`
