@@ -18,6 +18,9 @@ import (
 // and 10 rows.
 const maxRunCommits, maxRunRows = 5, 12
 
+// maxCallRows is what one more call of a run costs in rows.
+const maxCallRows = 8
+
 // runCostTables are the tables a run writes: the log and its projections.
 var runCostTables = []string{"events", "runs", "tasks", "protocol_sessions", "protocol_calls", "effects", "run_leases"}
 
@@ -92,6 +95,11 @@ func TestRunFixedCost(t *testing.T) {
 		}
 		t.Logf("per call: %d commits, %d rows %v", call.commits, call.total(), call.rows)
 		t.Logf("per run beyond its calls: %d commits, %d rows %v", fixed.commits, fixed.total(), fixed.rows)
+		// A call's rows: its 6 events, its protocol_calls row and its
+		// task's row; a session another task opened adds none.
+		if call.total() > maxCallRows {
+			t.Errorf("a call costs %d rows %v, want at most %d", call.total(), call.rows, maxCallRows)
+		}
 		if fixed.commits > maxRunCommits || fixed.total() > maxRunRows {
 			t.Errorf("a run costs %d commits and %d rows beyond its calls, want at most %d and %d", fixed.commits, fixed.total(), maxRunCommits, maxRunRows)
 		}
