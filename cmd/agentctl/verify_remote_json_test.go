@@ -196,10 +196,12 @@ func TestCLI_MigrationRecompactsServerInfo(t *testing.T) {
 		runID := jsonRunID(t, out)
 		// The database as the previous release left it: the row as
 		// received, the schema back at that release's version (15 on
-		// SQLite, 4 on PostgreSQL), without the tables later migrations add.
-		driver, update, back := "sqlite3", `UPDATE protocol_sessions SET server_info = ? WHERE run_id = ?`, `DROP TABLE credentials; PRAGMA user_version = 15`
+		// SQLite, 4 on PostgreSQL), without the tables later migrations add
+		// and with the runs columns they drop.
+		const counters = `; ALTER TABLE runs ADD COLUMN calls INTEGER NOT NULL DEFAULT 0; ALTER TABLE runs ADD COLUMN events INTEGER NOT NULL DEFAULT 0; ALTER TABLE runs ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0`
+		driver, update, back := "sqlite3", `UPDATE protocol_sessions SET server_info = ? WHERE run_id = ?`, `DROP TABLE credentials; PRAGMA user_version = 15`+counters
 		if b.Name == "postgres" {
-			driver, update, back = "pgx", `UPDATE protocol_sessions SET server_info = $1 WHERE run_id = $2`, `DROP TABLE credentials; DELETE FROM agentctl_schema WHERE version >= 5`
+			driver, update, back = "pgx", `UPDATE protocol_sessions SET server_info = $1 WHERE run_id = $2`, `DROP TABLE credentials; DELETE FROM agentctl_schema WHERE version >= 5`+counters
 		}
 		raw, err := sql.Open(driver, db)
 		if err != nil {
