@@ -9,18 +9,19 @@ import (
 // claimer, or deleted once the run is over.
 
 const (
+	// releaseLease clears the lease if it is still ours.
 	releaseLease = `UPDATE run_leases SET owner = NULL, owner_key = NULL, lease_expires_at = NULL
 WHERE run_id = ? AND owner = ? AND lease_epoch = ?`
 	// releaseOrDelete is releaseLease that also deletes the row once the
-	// run is over (no longer queued or running: no worker claims it, and
-	// a later resume's claimRun inserts it anew, its owner naming the new
-	// process, so no stale writer's (owner, epoch) can match it). One
-	// statement either way; a role without DELETE on run_leases (the
-	// least-privilege worker of docs/POSTGRES.md) falls back to
-	// releaseLease.
+	// run is over (recorded, and no longer queued or running: no worker
+	// claims it, and a later resume's claimRun inserts it anew, its owner
+	// naming the new process, so no stale writer's (owner, epoch) can
+	// match it). One statement either way; a role without DELETE on
+	// run_leases (the least-privilege worker of docs/POSTGRES.md) falls
+	// back to releaseLease.
 	releaseOrDelete = `WITH gone AS (
     DELETE FROM run_leases l WHERE l.run_id = ? AND l.owner = ? AND l.lease_epoch = ?
-      AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = l.run_id AND r.state IN ('queued', 'running'))
+      AND EXISTS (SELECT 1 FROM runs r WHERE r.run_id = l.run_id AND r.state NOT IN ('queued', 'running'))
     RETURNING 1)
 UPDATE run_leases SET owner = NULL, owner_key = NULL, lease_expires_at = NULL
 WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND NOT EXISTS (SELECT 1 FROM gone)`
