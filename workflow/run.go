@@ -196,14 +196,20 @@ func (rn *run) takeCreated() (*events.Record, *carry) {
 // stopped before its first step) and reports whether it is durable: an
 // error means nothing of the run was recorded.
 func (rn *run) flushCreated() error {
-	if rn.created == nil {
+	f := rn.created
+	if f == nil {
 		return nil
 	}
-	if err := rn.fork().append(); err != nil {
-		return err
+	f.mu.Lock()
+	untaken := f.rec != nil
+	f.mu.Unlock()
+	if untaken {
+		if err := rn.fork().append(); err != nil {
+			return err
+		}
 	}
-	<-rn.created.c.done
-	return rn.created.c.err
+	<-f.c.done
+	return f.c.err
 }
 
 // run is one task's view of a run (or the run's own, for run-level
