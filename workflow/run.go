@@ -148,9 +148,11 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 	}
 	defer unlock()
 	created := events.Record{Stream: "run", Type: vocab.TypeRunCreated, Payload: runCreated(rn.id, wf, inputs, opts)}
-	if r.TraceContext != nil {
+	if r.TraceContext != nil || r.Observe != nil {
 		// Telemetry reads the run's trace context from run.created when
-		// a remote is dialed, before the first commit.
+		// a remote is dialed, before the first commit; an observer (the
+		// CLI's progress, JSONL) is shown the run before anything is
+		// sent, and can stop it then (a closed stdout).
 		if err := rn.append(created); err != nil {
 			return nil, err
 		}
