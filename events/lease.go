@@ -93,6 +93,10 @@ type pgState struct {
 	hbOnce    sync.Once
 	stop      chan struct{}
 	done      chan struct{}
+
+	// noDelete: this role may not delete run_leases rows, so a release
+	// keeps a finished run's row (releaseOrDelete was refused once).
+	noDelete atomic.Bool
 }
 
 func newPGState(ttl time.Duration) *pgState {
@@ -163,8 +167,6 @@ WHERE run_id IN (
 RETURNING run_id, lease_epoch, (SELECT state FROM runs WHERE runs.run_id = run_leases.run_id)`
 	renewLease = `UPDATE run_leases SET lease_expires_at = now() + ?::bigint * interval '1 millisecond'
 WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`
-	releaseLease = `UPDATE run_leases SET owner = NULL, owner_key = NULL, lease_expires_at = NULL
-WHERE run_id = ? AND owner = ? AND lease_epoch = ?`
 	// fenceHeld: the appender's lease is current, else the statement
 	// fails (sqlstateFenceLost); its FOR SHARE makes a concurrent claim
 	// wait for this transaction's end (migrations/sql/postgres/0003).
@@ -254,32 +256,6 @@ WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`
 		return &Error{Op: "check lease of run " + l.runID, Path: db.path, Err: classify(err)}
 	}
 	return nil
-}
-
-// releaseFunc is the unlock of lease l: it forgets l and, unless l was
-// lost, clears the row if it is still ours.
-func (db *DB) releaseFunc(l *lease) func() {
-	var once sync.Once
-	return func() { once.Do(func() { db.releaseLease(l) }) }
-}
-
-func (db *DB) releaseLease(l *lease) {
-	p := db.pg
-	p.mu.Lock()
-	if p.leases[l.runID] != l {
-		p.mu.Unlock()
-		return
-	}
-	delete(p.leases, l.runID)
-	lost := l.lost
-	p.mu.Unlock()
-	if lost {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.ttl)
-	defer cancel()
-	// Best effort: a release that fails leaves the lease to expire.
-	_, _ = db.x.ExecContext(ctx, releaseLease, l.runID, p.owner, l.epoch)
 }
 
 // Claim is a run ClaimRuns took for this process.

@@ -151,12 +151,71 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 		return nil, err
 	}
 	defer unlock()
-	created := runCreated(rn.id, wf, inputs, opts)
-	if err := rn.append(events.Record{Stream: "run", Type: vocab.TypeRunCreated, Payload: created}); err != nil {
-		return nil, err
+	created := events.Record{Stream: "run", Type: vocab.TypeRunCreated, Payload: runCreated(rn.id, wf, inputs, opts)}
+	if r.TraceContext != nil || r.Observe != nil {
+		// Telemetry reads the run's trace context from run.created when
+		// a remote is dialed, before the first commit; an observer (the
+		// CLI's progress, JSONL) is shown the run before anything is
+		// sent, and can stop it then (a closed stdout).
+		if err := rn.append(created); err != nil {
+			return nil, err
+		}
+	} else {
+		rn.created = &firstCommit{rec: &created, c: &carry{done: make(chan struct{})}}
 	}
 	res := rn.execute(ctx)
+	if err := rn.flushCreated(); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// firstCommit holds run.created until the run's first commit: whichever
+// lane commits first carries it, and every other commit waits until that
+// one is durable, so run.created is the run's first event and nothing of
+// the run is on disk without it. Nothing with an effect is sent before a
+// commit (the call's intent is durable first), so a crash before this one
+// leaves no trace of a run that did nothing.
+type firstCommit struct {
+	mu  sync.Mutex
+	rec *events.Record // nil once a commit took it
+	c   *carry         // settled when the commit that took rec returned
+}
+
+// takeCreated returns run.created if this commit is the run's first (the
+// caller carries it and settles c), or the carry of the first commit to
+// wait for; both nil when there is none pending (resume, a run whose
+// first commit is done).
+func (rn *run) takeCreated() (*events.Record, *carry) {
+	f := rn.created
+	if f == nil {
+		return nil, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rec := f.rec
+	f.rec = nil
+	return rec, f.c
+}
+
+// flushCreated commits run.created alone if no commit took it (a run
+// stopped before its first step) and reports whether it is durable: an
+// error means nothing of the run was recorded.
+func (rn *run) flushCreated() error {
+	f := rn.created
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	untaken := f.rec != nil
+	f.mu.Unlock()
+	if untaken {
+		if err := rn.fork().append(); err != nil {
+			return err
+		}
+	}
+	<-f.c.done
+	return f.c.err
 }
 
 // run is one task's view of a run (or the run's own, for run-level
@@ -212,6 +271,9 @@ type runState struct {
 	obsHeld map[int64]events.Event
 	// contracts holds the tasks' compiled outputSchemas.
 	contracts contractSchemas
+	// created is run.created until the run's first commit carries it;
+	// nil when the run was created otherwise (resume, an ad hoc run).
+	created *firstCommit
 	// authQ holds auth.step records until the next commit (auth.go).
 	authMu sync.Mutex
 	authQ  []events.Record
@@ -245,12 +307,28 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	if err := rn.awaitCarries(); err != nil {
 		return err
 	}
+	created, first := rn.takeCreated()
+	if created == nil && first != nil {
+		<-first.done
+		if first.err != nil {
+			err := fmt.Errorf("run.created was not recorded: %w", first.err)
+			for _, c := range rn.carrying {
+				c.settle(err)
+			}
+			rn.carrying = nil
+			return err
+		}
+	}
 	if len(rn.pending) > 0 {
 		recs = append(rn.pending, recs...)
 		rn.pending = nil
 	}
 	if q := rn.takeAuthSteps(); len(q) > 0 {
 		recs = append(q, recs...)
+	}
+	if created != nil {
+		recs = append([]events.Record{*created}, recs...)
+		rn.carrying = append(rn.carrying, first)
 	}
 	recs = factsOnly(recs)
 	var evs []events.Event

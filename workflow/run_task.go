@@ -246,17 +246,17 @@ func (rn *run) openSession(ctx context.Context, remote, taskID string, attempt i
 	return rn.open(ctx, remote, taskID, attempt, false)
 }
 
-// open is openSession. It takes three commits, each before the bytes it
-// guards are sent: the initialize request; its response with
-// notifications/initialized; session.opened with the tools/list request.
-// A response is read last on its exchange, so holding it until the next
-// step's commit still puts every frame on disk before the next one is
-// read; if the open fails, the held response rides with the failure the
-// caller records. The last tools/list response and session.catalog then
-// commit at once, or, with deferCatalog (a task about to call a tool on
-// the session), ride with the lane's next commit (the call's intent, or
-// the failure it records); other lanes using the session commit nothing
-// before that one (attach).
+// open is openSession. The handshake (initialize, its response,
+// notifications/initialized, session.opened, tools/list and its
+// responses) has no effect on the server's tools, so none of it need be
+// durable before the next frame is sent: every frame is recorded as it
+// comes, in wire order, and rides with one commit. Without deferCatalog
+// that commit is session.catalog's, before open returns; with it (a task
+// about to call a tool on the session) the whole handshake rides with the
+// lane's next commit: the call's intent, committed before tools/call is
+// sent, or the failure the task records. Other lanes using the session
+// commit nothing before that one (attach). A crash before it leaves no
+// trace of the session, and nothing was sent that had an effect.
 func (rn *run) open(ctx context.Context, remote, taskID string, attempt int, deferCatalog bool) (*remoteState, error) {
 	return rn.openWith(ctx, remote, taskID, attempt, deferCatalog, false)
 }
@@ -277,7 +277,7 @@ func (rn *run) openWith(ctx context.Context, remote, taskID string, attempt int,
 	gen := rn.gens[remote]
 	rn.mu.Unlock()
 	base := vocab.Frame{Remote: remote, Generation: gen, TaskID: taskID, Attempt: attempt}
-	sink := rn.frameSink(sessionStream(remote, gen), base, true)
+	sink := rn.laterSink(sessionStream(remote, gen), base)
 	sess, err := conn.Connect(ctx, sink)
 	if err != nil {
 		return nil, err
@@ -292,7 +292,6 @@ func (rn *run) openWith(ctx context.Context, remote, taskID string, attempt int,
 	if rec, ok := sess.(Recorded); ok {
 		opened.SourceRunID, opened.SourceTaskID = rec.SourceRunID(), rec.SourceTaskID()
 	}
-	// Committed with the tools/list request.
 	rn.later(events.Record{Stream: sessionStream(remote, gen), Type: vocab.TypeSessionOpened, Payload: opened})
 	cat, err := sess.ListTools(ctx, sink)
 	if err != nil {
@@ -386,9 +385,13 @@ func (rn *run) frameSink(stream string, base vocab.Frame, deferResponse bool) tr
 	}
 }
 
-// laterSink records every frame with the lane's next commit.
+// laterSink records every frame with the lane's next commit (a replay
+// session's references to recorded frames as well).
 func (rn *run) laterSink(stream string, base vocab.Frame) transport.Sink {
 	return func(_ context.Context, f transport.Frame) error {
+		if f.Kind == replayedKind {
+			return rn.recordReplayed(stream, base, f.Body)
+		}
 		fr := base
 		fr.Dir, fr.Kind, fr.Method, fr.ID, fr.HTTPStatus, fr.EventID = f.Dir, f.Kind, f.Method, f.ID, f.HTTPStatus, f.EventID
 		fr.Body = frameBody(f.Body)

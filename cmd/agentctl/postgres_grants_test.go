@@ -113,6 +113,12 @@ func TestCLI_PostgresLeastPrivilege(t *testing.T) {
 		return out
 	}
 	runID := jsonRunID(t, run(0, "run", wf, "--input", "query=grants", "--output", "json"))
+	// The role may not delete the finished run's lease row: its release
+	// falls back to clearing it, so nobody holds the run.
+	var released bool
+	if err := owner.QueryRow(`SELECT owner IS NULL AND lease_expires_at IS NULL FROM run_leases WHERE run_id = $1`, runID).Scan(&released); err != nil || !released {
+		t.Fatalf("lease row of %s after its run as the least-privilege role: released=%v, %v; want kept and released", runID, released, err)
+	}
 	run(0, "submit", wf, "--input", "query=queued")
 	if out := run(0, "worker", "--drain", "--output", "json"); !regexp.MustCompile(`"state":\s*"succeeded"`).MatchString(out) {
 		t.Fatalf("worker --drain as the least-privilege role:\n%s", out)

@@ -466,7 +466,9 @@ func TestCLI_WorkerCrashMatrix(t *testing.T) {
 					points = append(points, pointName(lines, i))
 				}
 			}
-			if len(points) < 5 || points[0] != "run.started#1" {
+			// run.started; the call's intent, with the session's handshake;
+			// its outcome with run.finished.
+			if len(points) < 3 || points[0] != "run.started#1" {
 				t.Fatalf("crash points %v", points)
 			}
 			for _, point := range points[:len(points)-1] { // after the last, nothing is left to do

@@ -64,10 +64,15 @@ func TestWorker_LeaseTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	var resumed []string
+	var epochB int64
+	var ownerB *string
 	outB, err := (&worker.Worker{DB: b, Drain: true, Name: "worker-b", NewRunner: newRunner,
 		Started: func(id string, r bool) {
 			if r {
 				resumed = append(resumed, id)
+			}
+			if err := b.SQL().QueryRow(`SELECT lease_epoch, owner FROM run_leases WHERE run_id = $1`, id).Scan(&epochB, &ownerB); err != nil {
+				t.Errorf("B's lease: %v", err)
 			}
 		}}).Run(ctx)
 	if err != nil {
@@ -82,12 +87,12 @@ func TestWorker_LeaseTakeover(t *testing.T) {
 	if n, err := b.VerifyRun(ctx, id); err != nil || n == 0 {
 		t.Fatalf("VerifyRun = %d, %v", n, err)
 	}
-	var epoch int64
-	var owner *string
-	if err := b.SQL().QueryRow(`SELECT lease_epoch, owner FROM run_leases WHERE run_id = $1`, id).Scan(&epoch, &owner); err != nil {
-		t.Fatal(err)
+	if epochB != 3 || ownerB == nil || *ownerB != b.LeaseOwner() {
+		t.Fatalf("lease while B ran = epoch %d owner %v; want epoch 3 (A, intruder, B) held by B", epochB, ownerB)
 	}
-	if epoch != 3 || owner != nil {
-		t.Fatalf("lease after B = epoch %d owner %v; want epoch 3 (A, intruder, B), released", epoch, owner)
+	// The run is over: B's release took its row.
+	var rows int
+	if err := b.SQL().QueryRow(`SELECT count(*) FROM run_leases WHERE run_id = $1`, id).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("lease rows of %s after B = %d, %v; want none", id, rows, err)
 	}
 }
