@@ -155,16 +155,22 @@ RETURNING lease_epoch`
 	// running with no live lease (their writer died, let go, or was paused
 	// past its expiry), or held by this owner but none of the runs it
 	// knows it holds (a lost answer, as for claimRun), skipping rows
-	// another claimer has locked.
-	claimRuns = `UPDATE run_leases SET owner = ?, owner_key = NULL, lease_epoch = lease_epoch + 1,
-    lease_expires_at = now() + ?::bigint * interval '1 millisecond'
-WHERE run_id IN (
-    SELECT l.run_id FROM run_leases l JOIN runs r ON r.run_id = l.run_id
+	// another claimer has locked. The candidates are a MATERIALIZED CTE,
+	// selected once: as `WHERE run_id IN (subquery … LIMIT n … SKIP
+	// LOCKED)` the planner may run the subquery more than once (a rescan
+	// as the tables grow), so one statement could claim more than n runs;
+	// the claims past the worker's free slots then sat held by it,
+	// unstarted, until a drain ended and let them go, still queued.
+	claimRuns = `WITH c AS MATERIALIZED (
+    SELECT l.run_id, r.state FROM run_leases l JOIN runs r ON r.run_id = l.run_id
     WHERE r.mode = 'run' AND r.state IN ('queued', 'running')
       AND (agentctl_lease_free(l.owner, l.owner_key, l.lease_expires_at) OR l.owner = ?)
       AND NOT (l.run_id = ANY(?::text[]))
     ORDER BY l.run_id LIMIT ? FOR UPDATE OF l SKIP LOCKED)
-RETURNING run_id, lease_epoch, (SELECT state FROM runs WHERE runs.run_id = run_leases.run_id)`
+UPDATE run_leases SET owner = ?, owner_key = NULL, lease_epoch = run_leases.lease_epoch + 1,
+    lease_expires_at = now() + ?::bigint * interval '1 millisecond'
+FROM c WHERE run_leases.run_id = c.run_id
+RETURNING run_leases.run_id, run_leases.lease_epoch, c.state`
 	renewLease = `UPDATE run_leases SET lease_expires_at = now() + ?::bigint * interval '1 millisecond'
 WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`
 	// fenceHeld: the appender's lease is current, else the statement
@@ -293,7 +299,7 @@ func (db *DB) ClaimRuns(ctx context.Context, n int, except []string) ([]Claim, e
 	var out []Claim
 	err := db.retryTransient(ctx, time.Now().Add(ttl), func() error {
 		sent, out = time.Now(), nil
-		rows, err := db.x.QueryContext(ctx, claimRuns, p.owner, ttl.Milliseconds(), p.owner, except, n)
+		rows, err := db.x.QueryContext(ctx, claimRuns, p.owner, except, n, p.owner, ttl.Milliseconds())
 		if err != nil {
 			return err
 		}

@@ -232,10 +232,15 @@ func (l *workerLoop) list(ctx context.Context) (list []Candidate, ok bool) {
 // concurrency, and reports whether it started any.
 func (l *workerLoop) take(list []Candidate) (startedAny bool) {
 	for _, c := range list {
-		if l.inflight >= l.conc {
-			break
-		}
 		if l.taken[c.RunID] {
+			continue
+		}
+		if l.inflight >= l.conc {
+			// A claim past the free slots is given back at once, not
+			// held unstarted until this worker stops.
+			if l.claiming != nil {
+				l.claiming.Release(c.RunID)
+			}
 			continue
 		}
 		resumed := c.State != "queued"
