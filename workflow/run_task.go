@@ -302,12 +302,7 @@ func (rn *run) openWith(ctx context.Context, remote, taskID string, attempt int,
 		rec.Tools = append(rec.Tools, vocab.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
 	}
-	catRec := events.Record{Stream: sessionStream(remote, gen), Type: vocab.TypeSessionCatalog, Payload: rec}
-	if deferCatalog {
-		rn.later(catRec)
-		rs.recorded = &carry{done: make(chan struct{})}
-		rn.carrying = append(rn.carrying, rs.recorded)
-	} else if err := rn.append(catRec); err != nil {
+	if err := rn.recordCatalog(rs, events.Record{Stream: sessionStream(remote, gen), Type: vocab.TypeSessionCatalog, Payload: rec}, deferCatalog); err != nil {
 		return nil, err
 	}
 	rs.catalog = cat
@@ -425,3 +420,16 @@ func (rn *run) recordReplayed(stream string, base vocab.Frame, body []byte) erro
 }
 
 var errNoOutput = errors.New("result has neither structuredContent nor content")
+
+// recordCatalog records rs's session.catalog: at once, or, with
+// deferCatalog, with the lane's next commit, other lanes on rs waiting for
+// that commit (attach) before they send anything on it.
+func (rn *run) recordCatalog(rs *remoteState, catRec events.Record, deferCatalog bool) error {
+	if !deferCatalog {
+		return rn.append(catRec)
+	}
+	rn.later(catRec)
+	rs.recorded = &carry{done: make(chan struct{})}
+	rn.carrying = append(rn.carrying, rs.recorded)
+	return nil
+}

@@ -303,12 +303,7 @@ func (rn *run) borrow(ctx context.Context, e *pooledSession, remote, taskID stri
 		p.mu.Unlock()
 	}
 	rec := vocab.SessionCatalog{Remote: remote, Generation: gen, TaskID: taskID, CatalogDigest: digest, Tools: tools, Warnings: cat.Warnings}
-	catRec := events.Record{Stream: stream, Type: vocab.TypeSessionCatalog, Payload: rec}
-	if deferCatalog {
-		rn.later(catRec)
-		rs.recorded = &carry{done: make(chan struct{})}
-		rn.carrying = append(rn.carrying, rs.recorded)
-	} else if err := rn.append(catRec); err != nil {
+	if err := rn.recordCatalog(rs, events.Record{Stream: stream, Type: vocab.TypeSessionCatalog, Payload: rec}, deferCatalog); err != nil {
 		return nil, err
 	}
 	rs.catalog = cat
