@@ -23,33 +23,34 @@ type agentSample struct {
 // are one `agentctl run` process. The many-runs shapes queue the runs from
 // one producer process (bench/peers/producer: workflow.Runner.Submit, what
 // `agentctl submit` calls, in-flight at once for shape 4), then one
-// `agentctl worker --drain --concurrency K` executes them.
-func (e *env) agentctlShape(ctx context.Context, sh shape) (agentSample, error) {
+// `agentctl worker --drain --concurrency K` executes them. db is agentctl's
+// database: the PostgreSQL schema, or the SQLite file.
+func (e *env) agentctlShape(ctx context.Context, sh shape, db string) (agentSample, error) {
 	if !sh.oneCall {
 		file := "seq.yaml"
 		if sh.inFlight > 1 {
 			file = "conc.yaml"
 		}
-		d, cpu, err := e.process(ctx, e.cfg.agentctl, "run", filepath.Join(e.dir, file), "--db", e.agentDSN, "--output", "json")
+		d, cpu, err := e.process(ctx, e.cfg.agentctl, "run", filepath.Join(e.dir, file), "--db", db, "--output", "json")
 		if err != nil {
 			return agentSample{}, err
 		}
 		return agentSample{cpu: cpu, parts: map[string]time.Duration{"run": d}}, nil
 	}
-	before, err := e.succeededRuns(ctx)
+	before, err := e.succeededRuns(ctx, db)
 	if err != nil {
 		return agentSample{}, err
 	}
-	dSubmit, cpuSubmit, err := e.process(ctx, e.cfg.producer, "-mode", "submit", "-db", e.agentDSN, "-wf", filepath.Join(e.dir, "one.yaml"),
+	dSubmit, cpuSubmit, err := e.process(ctx, e.cfg.producer, "-mode", "submit", "-db", db, "-wf", filepath.Join(e.dir, "one.yaml"),
 		"-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight))
 	if err != nil {
 		return agentSample{}, err
 	}
-	dDrain, cpuDrain, err := e.process(ctx, e.cfg.agentctl, "worker", "--drain", "--concurrency", strconv.Itoa(sh.inFlight), "--db", e.agentDSN)
+	dDrain, cpuDrain, err := e.process(ctx, e.cfg.agentctl, "worker", "--drain", "--concurrency", strconv.Itoa(sh.inFlight), "--db", db)
 	if err != nil {
 		return agentSample{}, err
 	}
-	after, err := e.succeededRuns(ctx)
+	after, err := e.succeededRuns(ctx, db)
 	if err != nil {
 		return agentSample{}, err
 	}
@@ -59,8 +60,23 @@ func (e *env) agentctlShape(ctx context.Context, sh shape) (agentSample, error) 
 	return agentSample{cpu: cpuSubmit + cpuDrain, parts: map[string]time.Duration{"submit": dSubmit, "drain": dDrain}}, nil
 }
 
-// succeededRuns counts agentctl's succeeded runs.
-func (e *env) succeededRuns(ctx context.Context) (int, error) {
+// succeededRuns counts agentctl's succeeded runs in db: on PostgreSQL from
+// its runs table, on SQLite with `agentctl runs list` (this module links no
+// SQLite driver).
+func (e *env) succeededRuns(ctx context.Context, db string) (int, error) {
+	if db == e.liteDB {
+		out, err := exec.CommandContext(ctx, e.cfg.agentctl, "runs", "list", "--db", db, "--state", "succeeded", "--output", "json").Output()
+		if err != nil {
+			return 0, fmt.Errorf("agentctl runs list: %w", err)
+		}
+		var list struct {
+			Data []json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(out, &list); err != nil {
+			return 0, fmt.Errorf("agentctl runs list printed %.200q: %w", out, err)
+		}
+		return len(list.Data), nil
+	}
 	var n int
 	err := e.admin.QueryRow(ctx, "SELECT count(*) FROM "+schemaAgentctl+".runs WHERE state = 'succeeded'").Scan(&n)
 	if err != nil {
@@ -74,13 +90,13 @@ func (e *env) succeededRuns(ctx context.Context) (int, error) {
 // workflow.Worker with Drain for the many-runs shapes) and returns the
 // wall and CPU of the part the producer timed, which leaves out its start
 // and its opening of the database.
-func (e *env) agentAPIShape(ctx context.Context, sh shape) (agentSample, error) {
-	args := []string{"-mode", "run", "-db", e.agentDSN, "-wf", filepath.Join(e.dir, "seq.yaml")}
+func (e *env) agentAPIShape(ctx context.Context, sh shape, db string) (agentSample, error) {
+	args := []string{"-mode", "run", "-db", db, "-wf", filepath.Join(e.dir, "seq.yaml")}
 	if sh.inFlight > 1 && !sh.oneCall {
 		args[len(args)-1] = filepath.Join(e.dir, "conc.yaml")
 	}
 	if sh.oneCall {
-		args = []string{"-mode", "queue", "-db", e.agentDSN, "-wf", filepath.Join(e.dir, "one.yaml"), "-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight)}
+		args = []string{"-mode", "queue", "-db", db, "-wf", filepath.Join(e.dir, "one.yaml"), "-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight)}
 	}
 	cmd := exec.CommandContext(ctx, e.cfg.producer, args...)
 	var stderr bytes.Buffer

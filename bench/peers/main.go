@@ -56,6 +56,7 @@ type config struct {
 	inFlight   int
 	cliSubmits int // `agentctl submit` processes sampled per round
 	warmup     bool
+	sqlite     bool   // also agentctl on SQLite (issue 34: the same shapes against bare go-sdk)
 	out        string // also write the report (markdown) here
 }
 
@@ -74,6 +75,7 @@ func main() {
 	fs.IntVar(&cfg.inFlight, "in-flight", 8, "calls or runs in flight in shapes 2 and 4")
 	fs.IntVar(&cfg.cliSubmits, "cli-submits", 5, "`agentctl submit` processes timed per round (0: none)")
 	fs.BoolVar(&cfg.warmup, "warmup", true, "run every system and shape once at a small size before the rounds, unrecorded")
+	fs.BoolVar(&cfg.sqlite, "sqlite", true, "also run agentctl on SQLite (a database file, default durability FULL), against the bare go-sdk client")
 	fs.StringVar(&cfg.out, "out", "", "also write the report to this file")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -132,9 +134,19 @@ const (
 	sysDBOSPerWF  = "DBOS + go-sdk, session per workflow"
 	sysAgentctl   = "agentctl"
 	sysAgentAPI   = "agentctl, Go API in one process"
+	sysLite       = "agentctl on SQLite"
+	sysLiteAPI    = "agentctl on SQLite, Go API in one process"
 )
 
-var allSystems = []string{sysBareShared, sysBarePerRun, sysDBOSShared, sysDBOSPerWF, sysAgentctl, sysAgentAPI}
+// systems are the systems cfg measures: every PostgreSQL one, and the
+// two agentctl-on-SQLite ones unless -sqlite=false.
+func systems(cfg config) []string {
+	all := []string{sysBareShared, sysBarePerRun, sysDBOSShared, sysDBOSPerWF, sysAgentctl, sysAgentAPI}
+	if cfg.sqlite {
+		all = append(all, sysLite, sysLiteAPI)
+	}
+	return all
+}
 
 // results holds every recorded sample by shape and system.
 type results struct {
@@ -170,7 +182,7 @@ func run(ctx context.Context, cfg config) error {
 			return err
 		}
 		for _, sh := range shapes(small) {
-			for _, sys := range allSystems {
+			for _, sys := range systems(cfg) {
 				if _, err := env.measure(ctx, sys, sh); err != nil {
 					return fmt.Errorf("warm-up, %s, %s: %w", sh.name, sys, err)
 				}
@@ -184,7 +196,7 @@ func run(ctx context.Context, cfg config) error {
 	load0 := loadavg()
 	for round := range cfg.rounds {
 		for _, sh := range shapes(cfg) {
-			for _, sys := range rotate(allSystems, round) {
+			for _, sys := range rotate(systems(cfg), round) {
 				s, err := env.measure(ctx, sys, sh)
 				if err != nil {
 					return fmt.Errorf("round %d, %s, %s: %w", round+1, sh.name, sys, err)

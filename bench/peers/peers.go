@@ -37,9 +37,13 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 	case sysDBOSShared, sysDBOSPerWF:
 		err = e.dbosShape(sh, sys == sysDBOSPerWF)
 	case sysAgentctl:
-		agent, err = e.agentctlShape(ctx, sh)
+		agent, err = e.agentctlShape(ctx, sh, e.agentDSN)
 	case sysAgentAPI:
-		agent, err = e.agentAPIShape(ctx, sh)
+		agent, err = e.agentAPIShape(ctx, sh, e.agentDSN)
+	case sysLite:
+		agent, err = e.agentctlShape(ctx, sh, e.liteDB)
+	case sysLiteAPI:
+		agent, err = e.agentAPIShape(ctx, sh, e.liteDB)
 	default:
 		err = fmt.Errorf("unknown system %q", sys)
 	}
@@ -52,9 +56,9 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 	}
 	s.CPU = selfCPU() - self0
 	switch sys {
-	case sysAgentctl: // agentctl's processes, not this one
+	case sysAgentctl, sysLite: // agentctl's processes, not this one
 		s.CPU, s.Parts = agent.cpu, agent.parts
-	case sysAgentAPI: // the part the producer timed
+	case sysAgentAPI, sysLiteAPI: // the part the producer timed
 		s.Wall, s.CPU, s.Parts = agent.wall, agent.cpu, agent.parts
 	}
 	if schema != "" {

@@ -54,6 +54,7 @@ func TestMedian(t *testing.T) {
 
 // TestRotate: every system comes first in one round of len(systems).
 func TestRotate(t *testing.T) {
+	allSystems := systems(config{sqlite: true})
 	first := map[string]bool{}
 	for r := range len(allSystems) {
 		got := rotate(allSystems, r)

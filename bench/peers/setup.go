@@ -39,6 +39,7 @@ type env struct {
 	admin      *pgx.Conn // to the benchmark's database, for row counts
 	agentDSN   string    // search_path = peers_agentctl
 	submitDSN  string    // search_path = peers_submit
+	liteDB     string    // agentctl's SQLite database file (-sqlite)
 	pgVersion  string
 	syncCommit string
 	dbos       dbos.Context
@@ -89,7 +90,8 @@ func setup(ctx context.Context, cfg config) (*env, error) {
 		return nil, fmt.Errorf("read server settings: %w", err)
 	}
 	e.agentDSN, e.submitDSN = withSearchPath(peersDSN, schemaAgentctl), withSearchPath(peersDSN, schemaSubmit)
-	for _, dsn := range []string{e.agentDSN, e.submitDSN} {
+	e.liteDB = filepath.Join(e.dir, "agentctl.db")
+	for _, dsn := range []string{e.agentDSN, e.submitDSN, e.liteDB} {
 		if out, err := exec.CommandContext(ctx, cfg.agentctl, "db", "migrate", "--db", dsn).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("agentctl db migrate: %w\n%s", err, out)
 		}

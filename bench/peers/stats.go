@@ -134,10 +134,13 @@ func report(w io.Writer, cfg config, res *results) {
 		fmt.Fprintf(w, "| %s, ms per call | %s | %s / %s | %s | %s / %s | %s (%s / %s) |\n", sh.label, ms(time.Duration(b)), ms(time.Duration(s)), ms(time.Duration(p)), ms(time.Duration(a)), ratio(s, a), ratio(p, a), ms(time.Duration(g)), ratio(s, g), ratio(p, g))
 	}
 	fmt.Fprintf(w, "\nRatio: agentctl's speed over DBOS's (calls/s ÷ calls/s, or DBOS's ms per call ÷ agentctl's); ≥ 1.00 means agentctl is as fast or faster.\n")
+	if cfg.sqlite {
+		liteReport(w, cfg, res)
+	}
 	fmt.Fprintf(w, "\n### Every system, per shape (medians of the rounds)\n\n")
 	fmt.Fprintf(w, "| shape | system | wall ms/call | calls/s | client CPU ms/call | server CPU ms/call | rows/call | parts (ms/call) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range shapes(cfg) {
-		for _, sys := range allSystems {
+		for _, sys := range systems(cfg) {
 			ss := res.get(sh.name, sys)
 			if len(ss) == 0 {
 				continue
@@ -165,7 +168,7 @@ func report(w io.Writer, cfg config, res *results) {
 	fmt.Fprintf(w, "\n### Rows added per run / workflow, by table (the last round; every round adds the same)\n\n")
 	fmt.Fprintf(w, "| shape | system | rows per run / workflow | by table |\n|---|---|---|---|\n")
 	for _, sh := range shapes(cfg) {
-		for _, sys := range allSystems {
+		for _, sys := range systems(cfg) {
 			ss := res.get(sh.name, sys)
 			if len(ss) == 0 || ss[0].Rows < 0 {
 				continue
@@ -210,4 +213,23 @@ func partNames(ss []sample) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// liteReport is the SQLite table: agentctl on a database file (durability
+// FULL, its default) against the bare go-sdk client, which records nothing.
+func liteReport(w io.Writer, cfg config, res *results) {
+	fmt.Fprintf(w, "\n### agentctl on SQLite against the bare go-sdk client\n\n")
+	fmt.Fprintf(w, "| shape | bare go-sdk (shared / session per run) | agentctl on SQLite | agentctl ÷ bare (shared / per run) | agentctl on SQLite, Go API in one process |\n|---|---|---|---|---|\n")
+	for _, sh := range shapes(cfg) {
+		bare, per := res.get(sh.name, sysBareShared), res.get(sh.name, sysBarePerRun)
+		lite, api := res.get(sh.name, sysLite), res.get(sh.name, sysLiteAPI)
+		if sh.throughput {
+			b, p, a, g := medianOf(bare, sample.rate), medianOf(per, sample.rate), medianOf(lite, sample.rate), medianOf(api, sample.rate)
+			fmt.Fprintf(w, "| %s, calls/s | %.0f / %.0f | %.0f | %s / %s | %.0f (%s / %s) |\n", sh.label, b, p, a, ratio(a, b), ratio(a, p), g, ratio(g, b), ratio(g, p))
+			continue
+		}
+		wall := func(s sample) float64 { return float64(s.perCall(s.Wall)) }
+		b, p, a, g := medianOf(bare, wall), medianOf(per, wall), medianOf(lite, wall), medianOf(api, wall)
+		fmt.Fprintf(w, "| %s, ms per call | %s / %s | %s | %s / %s | %s (%s / %s) |\n", sh.label, ms(time.Duration(b)), ms(time.Duration(p)), ms(time.Duration(a)), ratio(b, a), ratio(p, a), ms(time.Duration(g)), ratio(b, g), ratio(p, g))
+	}
 }
