@@ -36,10 +36,10 @@ const (
 )
 
 // Latest is the schema version a fresh SQLite database ends at.
-const Latest = 19
+const Latest = 20
 
 // LatestPostgres is the schema version a migrated PostgreSQL database ends at.
-const LatestPostgres = 8
+const LatestPostgres = 9
 
 // LatestFor is the current schema version of backend b.
 func LatestFor(b Backend) int {

@@ -26,6 +26,7 @@ type taskRow struct {
 	errText               any
 	startedAt, finishedAt any
 	updatedAt             string
+	seq                   int64 // of the event that inserted it: the row's rowid (listing order)
 }
 
 type taskKey struct {
@@ -147,12 +148,13 @@ func (f *fold) apply(ctx context.Context, tx *events.Tx, e events.Event) (bool, 
 func (f *fold) taskStarted(e events.Event, p vocab.TaskStarted) {
 	k := taskKey{p.TaskID, p.Attempt}
 	r := &taskRow{runID: e.RunID, taskID: p.TaskID, attempt: p.Attempt, server: nullable(p.Server), tool: nullable(p.Tool),
-		state: "running", startedAt: e.CreatedAt, updatedAt: e.CreatedAt}
+		state: "running", startedAt: e.CreatedAt, updatedAt: e.CreatedAt, seq: e.Seq}
 	if f.taskByID == nil {
 		f.taskByID = map[taskKey]*taskRow{}
 	}
 	if old := f.taskByID[k]; old != nil {
-		*old = *r // started again in one batch: the upsert overwrites it
+		r.seq = old.seq
+		*old = *r // started again in one batch: the upsert overwrites it, not its rowid
 		return
 	}
 	f.taskByID[k] = r
@@ -192,10 +194,10 @@ func (r *callRow) result(e events.Event, p vocab.CallResult) {
 // flush writes the held rows, one statement each, and forgets them.
 func (f *fold) flush(ctx context.Context, tx *events.Tx) error {
 	for _, r := range f.tasks {
-		if err := exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, server, tool, state, error, started_at, finished_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		if err := exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, server, tool, state, error, started_at, finished_at, updated_at, rowid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (run_id, task_id, attempt) DO UPDATE SET server = excluded.server, tool = excluded.tool, state = excluded.state, error = excluded.error,
 		started_at = excluded.started_at, finished_at = excluded.finished_at, updated_at = excluded.updated_at`,
-			r.runID, r.taskID, r.attempt, r.server, r.tool, r.state, r.errText, r.startedAt, r.finishedAt, r.updatedAt); err != nil {
+			r.runID, r.taskID, r.attempt, r.server, r.tool, r.state, r.errText, r.startedAt, r.finishedAt, r.updatedAt, r.seq); err != nil {
 			return fmt.Errorf("project task %s attempt %d: %w", r.taskID, r.attempt, err)
 		}
 	}

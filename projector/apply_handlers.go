@@ -40,24 +40,24 @@ func applyRunResumed(ctx context.Context, tx *events.Tx, e events.Event, _ vocab
 func applyTaskStarted(ctx context.Context, tx *events.Tx, e events.Event, p vocab.TaskStarted) error {
 	// A row may be there already: the attempt was skipped, or scheduled
 	// as a retry, before this (resumed) run started it.
-	return exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, server, tool, state, started_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)
+	return exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, server, tool, state, started_at, updated_at, rowid) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)
 		ON CONFLICT (run_id, task_id, attempt) DO UPDATE SET server = excluded.server, tool = excluded.tool, state = 'running', error = NULL,
 		started_at = excluded.started_at, finished_at = NULL, updated_at = excluded.updated_at`,
-		e.RunID, p.TaskID, p.Attempt, nullable(p.Server), nullable(p.Tool), e.CreatedAt, e.CreatedAt)
+		e.RunID, p.TaskID, p.Attempt, nullable(p.Server), nullable(p.Tool), e.CreatedAt, e.CreatedAt, e.Seq)
 }
 
 // applyTaskSkipped adds the row of a task the run stopped before it started.
 func applyTaskSkipped(ctx context.Context, tx *events.Tx, e events.Event, p vocab.TaskSkipped) error {
-	return exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, state, error, started_at, finished_at, updated_at) VALUES (?, ?, ?, 'skipped', ?, ?, ?, ?)
+	return exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, state, error, started_at, finished_at, updated_at, rowid) VALUES (?, ?, ?, 'skipped', ?, ?, ?, ?, ?)
 		ON CONFLICT (run_id, task_id, attempt) DO UPDATE SET state = 'skipped', error = excluded.error, finished_at = excluded.finished_at, updated_at = excluded.updated_at`,
-		e.RunID, p.TaskID, p.Attempt, p.Reason, e.CreatedAt, e.CreatedAt, e.CreatedAt)
+		e.RunID, p.TaskID, p.Attempt, p.Reason, e.CreatedAt, e.CreatedAt, e.CreatedAt, e.Seq)
 }
 
 // applyTaskRetry adds the row of the next attempt, waiting for its notBefore.
 func applyTaskRetry(ctx context.Context, tx *events.Tx, e events.Event, p vocab.TaskRetryScheduled) error {
-	return exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, state, error, started_at, updated_at) VALUES (?, ?, ?, 'retry_scheduled', ?, ?, ?)
+	return exec(ctx, tx, `INSERT INTO tasks (run_id, task_id, attempt, state, error, started_at, updated_at, rowid) VALUES (?, ?, ?, 'retry_scheduled', ?, ?, ?, ?)
 		ON CONFLICT (run_id, task_id, attempt) DO NOTHING`,
-		e.RunID, p.TaskID, p.Attempt, "retry not before "+p.NotBefore, e.CreatedAt, e.CreatedAt)
+		e.RunID, p.TaskID, p.Attempt, "retry not before "+p.NotBefore, e.CreatedAt, e.CreatedAt, e.Seq)
 }
 
 func applyTaskFinished(ctx context.Context, tx *events.Tx, e events.Event, p vocab.TaskFinished) error {

@@ -70,7 +70,8 @@ type RunView struct {
 // TaskView is a tasks row.
 type TaskView struct {
 	RunID string `db:"run_id" json:"-"`
-	// RowID is PostgreSQL's insertion order (SQLite's rowid is not selected by *).
+	// RowID orders a run's tasks as the log started them: the seq of the
+	// event that inserted the row (migrations: SQLite 0020, PostgreSQL 0009).
 	RowID      int64   `db:"rowid" json:"-"`
 	TaskID     string  `db:"task_id" json:"taskId"`
 	Attempt    int     `db:"attempt" json:"attempt"`

@@ -78,7 +78,7 @@ func snapshotRows(ctx context.Context, tx *events.Tx, runID string) (map[string]
 				rows.Close()
 				return nil, &events.Error{Op: "verify projection: read " + p.table, Err: err}
 			}
-			delete(m, "rowid") // PostgreSQL's insertion order, not a value the log decides
+			delete(m, "rowid") // the listing order: an identity, or (tasks) an old row's number after migration
 			for k, v := range m {
 				if bs, ok := v.([]byte); ok {
 					m[k] = string(bs)
