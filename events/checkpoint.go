@@ -15,8 +15,15 @@ import (
 // waits for, or blocks, the writer or readers). The writer connections keep
 // an automatic checkpoint at a higher threshold, so the WAL stays bounded
 // even if the checkpointer falls behind.
+//
+// Every checkpoint copies each page the WAL holds once and fsyncs the WAL
+// and the database; a sequential call's commit writes about ten frames,
+// many of them the same pages again (the log's last leaf, its indexes'
+// last leaves, page 1). Every 256 commits (a WAL of about 10 MiB) copies
+// those pages a quarter as often as every 64 did: in BenchmarkCallStorage
+// 40% fewer fsyncs, 24% fewer page reads, 1.5% fewer page writes.
 const (
-	checkpointEvery = 64
+	checkpointEvery = 256
 	// autoCheckpointPages is the writers' fallback threshold (SQLite's
 	// default is 1000 pages).
 	autoCheckpointPages = 8000
