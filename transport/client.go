@@ -138,6 +138,9 @@ type Client struct {
 	// nextID numbers JSON-RPC requests across every session of the client,
 	// so a redispatch on a new session carries a new id.
 	nextID atomic.Int64
+	// noDrain is set once a response stream did not end soon after its
+	// response (drain.go): the client then closes such streams at once.
+	noDrain atomic.Bool
 
 	protoMu  sync.Mutex
 	resolved string // the version an auto probe settled on

@@ -42,6 +42,7 @@ type exchange struct {
 
 	ctx    context.Context // the caller's
 	rctx   context.Context // bounded by Timeout and MaxDuration
+	cancel context.CancelCauseFunc
 	idle   *time.Timer
 	sent   atomic.Bool
 	status int
@@ -101,7 +102,7 @@ func (s *Session) roundTrip(ctx context.Context, method string, params any, sink
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	x.rctx = rctx
+	x.rctx, x.cancel = rctx, cancel
 	x.idle = time.AfterFunc(s.c.timeout, func() { cancel(errIdleTimeout) })
 	defer x.idle.Stop()
 	maxT := time.AfterFunc(s.c.maxDuration, func() { cancel(errMaxDuration) })
@@ -598,6 +599,9 @@ func (x *exchange) readEvents(resp *http.Response) (*message, error) {
 			continue // priming event
 		}
 		m, err := x.deliver(ev.Data, eventIDOf(ev), resp.StatusCode)
+		if err == nil && m != nil {
+			x.drain(resp.Body)
+		}
 		if err != nil || m != nil {
 			return m, err
 		}

@@ -46,6 +46,10 @@ type Fault struct {
 	HugeLine int64 // SSE: after the priming event, stream one data line this long, lazily
 
 	Hang <-chan struct{} // hold the request (after the SSE headers in SSE mode) until closed or the client goes away, then go on
+	// HoldAfterResponse, on a POST (SSE): keep the stream open after the
+	// response until the client goes away (a server that does not close
+	// it, which the spec only advises against).
+	HoldAfterResponse bool
 
 	// Optional, when non-empty, says why this fault may legitimately never
 	// fire (a race the test tolerates); without it, a server made by

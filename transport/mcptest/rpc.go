@@ -220,7 +220,9 @@ func (s *Server) serveRequest(in *inbound) {
 	if ctx.Err() != nil {
 		return // cancelled: no response, as the spec asks
 	}
-	_ = sw.message(s.response(in.m.ID, result, rpcErr, f))
+	if err := sw.message(s.response(in.m.ID, result, rpcErr, f)); err == nil && f.HoldAfterResponse && sw.sse {
+		<-ctx.Done()
+	}
 }
 
 // dispatch runs the method's handler.

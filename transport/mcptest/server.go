@@ -68,6 +68,8 @@ type Stats struct {
 	Calls, Executed                                                map[string]int // per tool
 	CancelledIDs                                                   []json.RawMessage
 	BytesWritten                                                   int64
+	// Conns counts the TCP connections clients opened to the server.
+	Conns int
 	Requests                                                       []Request
 	Responses                                                      []ClientResponse // POSTed by the client, in arrival order
 }
@@ -144,7 +146,13 @@ func NewServer(opts Options, tools ...ToolDef) *Server {
 	if err != nil {
 		panic(fmt.Sprintf("mcptest: listen on 127.0.0.1: %v", err))
 	}
-	s.ts = &httptest.Server{Listener: l, Config: &http.Server{Handler: s}}
+	s.ts = &httptest.Server{Listener: l, Config: &http.Server{Handler: s, ConnState: func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.mu.Lock()
+			s.stats.Conns++
+			s.mu.Unlock()
+		}
+	}}}
 	s.ts.Start()
 	s.URL = s.ts.URL + "/mcp"
 	return s
