@@ -69,9 +69,9 @@ type Stats struct {
 	CancelledIDs                                                   []json.RawMessage
 	BytesWritten                                                   int64
 	// Conns counts the TCP connections clients opened to the server.
-	Conns int
-	Requests                                                       []Request
-	Responses                                                      []ClientResponse // POSTed by the client, in arrival order
+	Conns     int
+	Requests  []Request
+	Responses []ClientResponse // POSTed by the client, in arrival order
 }
 
 // Server is a deterministic, scriptable MCP server on 127.0.0.1.
