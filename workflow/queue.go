@@ -15,10 +15,28 @@ import (
 // run.created says queued: true (state "queued" in the runs projection);
 // nothing else is recorded until a worker claims it by appending
 // run.started {worker, command} as seq 2, a compare-and-append after seq 1
-// made under the run's lock, so two workers never both start it. From
-// there on it is a run like any other: a worker that dies leaves it
-// "running" with its lock free, and the next worker resumes it with the
-// resume rules.
+// made under the run's lock (and on PostgreSQL its lease), so two workers
+// never both start it. From there on it is a run like any other: a worker
+// that dies leaves it "running" with its lock free, and the next worker
+// resumes it with the resume rules.
+//
+// run.started is not a commit of its own: it rides the run's first commit
+// (the first call's intent, or run.finished of a run that sends nothing),
+// which is then the compare-and-append after seq 1 (firstCommit, as
+// run.created rides a direct run's first commit). A worker that lost the
+// race learns it from that commit, which fails as a whole: its intent is
+// not recorded, so the call is not sent, and RunQueued reports
+// ErrNotQueued. A worker that dies before that commit leaves the run
+// queued with nothing of its own recorded and nothing sent (no intent was
+// durable, so no call went out; a session handshake of the worker's pool
+// may have been, which has no effect): the next worker claims it as
+// queued, on PostgreSQL once the dead worker's lease expires.
+//
+// On PostgreSQL a worker's claim (events.ClaimRuns) also returns the
+// queued run's run.created, which RunQueuedClaimed starts from without
+// reading the log, and the run's last commit (run.finished) releases the
+// lease in its own transaction (events.DB.AppendFinal): a queued one-call
+// run costs three commits, the claim, the intent and the outcome.
 
 // ErrNotQueued reports a run that is no longer waiting in the queue:
 // another worker claimed it first, or it never was queued.
@@ -82,17 +100,19 @@ func (r *Runner) RunQueued(ctx context.Context, runID, worker string) (*Result, 
 		return nil, &Error{RunID: runID, Code: ExitInvalid, Err: fmt.Errorf("queued run %s: recorded workflow: %w", runID, err)}
 	}
 	rn := newRun(r, wf, runID, l.created.Inputs)
-	started := vocab.RunStarted{Worker: worker, Command: "worker"}
-	if err := rn.appendAfter(1, events.Record{Stream: "run", Type: vocab.TypeRunStarted, Payload: started}); err != nil {
+	started := events.Record{Stream: "run", Type: vocab.TypeRunStarted, Payload: vocab.RunStarted{Worker: worker, Command: "worker"}}
+	rn.created = &firstCommit{rec: &started, c: &carry{done: make(chan struct{})}, after: 1}
+	res := rn.requireQueuedLogins(ctx)
+	if res == nil {
+		res = rn.execute(ctx)
+	}
+	if err := rn.flushCreated(); err != nil {
 		if errors.Is(err, events.ErrConflict) {
 			return nil, fmt.Errorf("run %s: %w: %w", runID, ErrNotQueued, err)
 		}
 		return nil, err
 	}
-	if res := rn.requireQueuedLogins(ctx); res != nil {
-		return res, nil
-	}
-	return rn.execute(ctx), nil
+	return res, nil
 }
 
 // stopping reports whether Runner.Stop was closed.

@@ -161,7 +161,7 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 			return nil, err
 		}
 	} else {
-		rn.created = &firstCommit{rec: &created, c: &carry{done: make(chan struct{})}}
+		rn.created = &firstCommit{rec: &created, c: &carry{done: make(chan struct{})}, after: -1}
 	}
 	res := rn.execute(ctx)
 	if err := rn.flushCreated(); err != nil {
@@ -175,11 +175,16 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 // one is durable, so run.created is the run's first event and nothing of
 // the run is on disk without it. Nothing with an effect is sent before a
 // commit (the call's intent is durable first), so a crash before this one
-// leaves no trace of a run that did nothing.
+// leaves no trace of a run that did nothing. A queued run's run.started
+// waits the same way (RunQueued), its commit a compare-and-append after
+// run.created (after).
 type firstCommit struct {
 	mu  sync.Mutex
 	rec *events.Record // nil once a commit took it
 	c   *carry         // settled when the commit that took rec returned
+	// after, when ≥ 0, makes the commit carrying rec a compare-and-append
+	// after that seq (events.ErrConflict if the log moved on).
+	after int64
 }
 
 // takeCreated returns run.created if this commit is the run's first (the
@@ -311,7 +316,7 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	if created == nil && first != nil {
 		<-first.done
 		if first.err != nil {
-			err := fmt.Errorf("run.created was not recorded: %w", first.err)
+			err := fmt.Errorf("the run's first commit was not recorded: %w", first.err)
 			for _, c := range rn.carrying {
 				c.settle(err)
 			}
@@ -329,6 +334,9 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	if created != nil {
 		recs = append([]events.Record{*created}, recs...)
 		rn.carrying = append(rn.carrying, first)
+		if after < 0 {
+			after = rn.created.after
+		}
 	}
 	recs = factsOnly(recs)
 	var evs []events.Event
