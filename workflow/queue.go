@@ -83,23 +83,29 @@ func (r *Runner) Submit(ctx context.Context, wf *spec.Workflow, inputs map[strin
 // with events.ErrRunBusy when another process holds the run; in both cases
 // nothing was recorded. worker names the claimant in run.started.
 func (r *Runner) RunQueued(ctx context.Context, runID, worker string) (*Result, error) {
+	return r.RunQueuedClaimed(ctx, runID, worker, nil)
+}
+
+// RunQueuedClaimed is RunQueued given the run's run.created as the
+// worker's claim read it (events.Claim.Created), which spares it the
+// read of the log; nil reads the log. Either way the run starts only by a
+// compare-and-append after seq 1, so a stale created is refused as
+// ErrNotQueued with nothing sent.
+func (r *Runner) RunQueuedClaimed(ctx context.Context, runID, worker string, created *events.Event) (*Result, error) {
 	unlock, err := r.DB.LockRun(runID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	l, err := loadRunLog(ctx, r.DB, runID)
+	rc, err := queuedCreated(ctx, r.DB, runID, created)
 	if err != nil {
 		return nil, err
 	}
-	if !l.created.Queued || l.lastSeq != 1 {
-		return nil, fmt.Errorf("run %s: %w (its log is at seq %d)", runID, ErrNotQueued, l.lastSeq)
-	}
-	wf, err := spec.Parse(l.created.File, []byte(l.created.Source))
+	wf, err := r.queuedSpec(rc)
 	if err != nil {
 		return nil, &Error{RunID: runID, Code: ExitInvalid, Err: fmt.Errorf("queued run %s: recorded workflow: %w", runID, err)}
 	}
-	rn := newRun(r, wf, runID, l.created.Inputs)
+	rn := newRun(r, wf, runID, rc.Inputs)
 	started := events.Record{Stream: "run", Type: vocab.TypeRunStarted, Payload: vocab.RunStarted{Worker: worker, Command: "worker"}}
 	rn.created = &firstCommit{rec: &started, c: &carry{done: make(chan struct{})}, after: 1}
 	res := rn.requireQueuedLogins(ctx)
@@ -113,6 +119,38 @@ func (r *Runner) RunQueued(ctx context.Context, runID, worker string) (*Result, 
 		return nil, err
 	}
 	return res, nil
+}
+
+// queuedCreated is the run.created of the queued run runID: created (the
+// claim's read) when given, else read from the log, which must hold it
+// alone.
+func queuedCreated(ctx context.Context, db *events.DB, runID string, created *events.Event) (vocab.RunCreated, error) {
+	if created == nil {
+		l, err := loadRunLog(ctx, db, runID)
+		if err != nil {
+			return vocab.RunCreated{}, err
+		}
+		if !l.created.Queued || l.lastSeq != 1 {
+			return vocab.RunCreated{}, fmt.Errorf("run %s: %w (its log is at seq %d)", runID, ErrNotQueued, l.lastSeq)
+		}
+		return l.created, nil
+	}
+	if created.RunID != runID || created.Seq != 1 || created.Type != vocab.TypeRunCreated {
+		return vocab.RunCreated{}, fmt.Errorf("run %s: claimed %s at seq %d of run %s, want its run.created", runID, created.Type, created.Seq, created.RunID)
+	}
+	rc, err := vocab.Decode[vocab.RunCreated](*created)
+	if err != nil {
+		return vocab.RunCreated{}, fmt.Errorf("run %s: read run.created: %w", runID, err)
+	}
+	if !rc.Queued {
+		return vocab.RunCreated{}, fmt.Errorf("run %s: %w (it was not submitted)", runID, ErrNotQueued)
+	}
+	return rc, nil
+}
+
+// queuedSpec parses a queued run's recorded workflow.
+func (r *Runner) queuedSpec(rc vocab.RunCreated) (*spec.Workflow, error) {
+	return spec.Parse(rc.File, []byte(rc.Source))
 }
 
 // stopping reports whether Runner.Stop was closed.

@@ -309,6 +309,13 @@ func (rn *run) append(recs ...events.Record) error {
 // last seq is still after (-1: any). Resume uses it so that two processes
 // resuming one run cannot both go on.
 func (rn *run) appendAfter(after int64, recs ...events.Record) error {
+	return rn.commit(after, false, recs)
+}
+
+// commit is appendAfter; final marks the run's last commit by this
+// process (run.finished), which on PostgreSQL also releases the run's
+// lease in its transaction (events.DB.AppendFinal).
+func (rn *run) commit(after int64, final bool, recs []events.Record) error {
 	if err := rn.awaitCarries(); err != nil {
 		return err
 	}
@@ -341,9 +348,12 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	recs = factsOnly(recs)
 	var evs []events.Event
 	var err error
-	if after < 0 {
+	switch {
+	case final:
+		evs, err = rn.r.DB.AppendFinal(context.Background(), rn.id, after, recs, projector.Apply)
+	case after < 0:
 		evs, err = rn.r.DB.Append(context.Background(), rn.id, recs, projector.Apply)
-	} else {
+	default:
 		evs, err = rn.r.DB.AppendAfter(context.Background(), rn.id, after, recs, projector.Apply)
 	}
 	for _, c := range rn.carrying {
@@ -405,7 +415,7 @@ func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
 		res.State, res.ExitCode, res.Err = stateFor(fail.Code, fail.Err), fail.Code, fail
 		p.State, p.ExitCode, p.Error = res.State, fail.Code, fail.Err.Error()
 	}
-	if err := rn.append(events.Record{Stream: "run", Type: vocab.TypeRunFinished, Payload: p}); err != nil {
+	if err := rn.commit(-1, true, []events.Record{{Stream: "run", Type: vocab.TypeRunFinished, Payload: p}}); err != nil {
 		res.State, res.ExitCode = StateFailed, ExitStorage
 		res.Err = &Error{RunID: rn.id, Code: ExitStorage, Err: fmt.Errorf("record run.finished: %w", err)}
 	}

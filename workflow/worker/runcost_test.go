@@ -20,9 +20,11 @@ import (
 // kernel lock and only the log's commits count.
 const (
 	maxQueuedCommitsPG, maxQueuedCommitsSQLite = 3, 2
-	// maxQueuedTripsPG: the claim, the tip read inside the intent's
-	// compare-and-append, the intent's commit, the outcome's commit.
-	maxQueuedTripsPG = 4
+	// maxQueuedTripsPG: the claim (which reads run.created and its hash,
+	// the tip of the intent's compare-and-append), the intent's commit,
+	// the outcome's commit (with the lease's release); the drain's last
+	// claim, which finds nothing, is shared by the runs.
+	maxQueuedTripsPG = 3
 	// maxQueuedRows: its 11 events (run.created, run.started, the
 	// session's and the call's, task.finished, run.finished), the runs,
 	// tasks, protocol_calls rows and the protocol_sessions row recording

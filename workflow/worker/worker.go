@@ -254,7 +254,7 @@ func (l *workerLoop) take(list []Candidate) (startedAny bool) {
 			l.w.Started(c.RunID, resumed)
 		}
 		go func() {
-			r := l.w.execute(c.RunID, resumed, l.name, l.stop, l.sessions)
+			r := l.w.execute(c, resumed, l.name, l.stop, l.sessions)
 			if l.claiming != nil {
 				l.claiming.Release(c.RunID)
 			}
@@ -292,7 +292,8 @@ func (l *workerLoop) stopTaking() {
 }
 
 // execute runs one taken run to the end of this worker's part in it.
-func (w *Worker) execute(runID string, resumed bool, name string, stop <-chan struct{}, sessions *workflow.SessionPool) Result {
+func (w *Worker) execute(c Candidate, resumed bool, name string, stop <-chan struct{}, sessions *workflow.SessionPool) Result {
+	runID := c.RunID
 	r := w.NewRunner()
 	r.DB, r.Stop = w.DB, stop
 	if r.Sessions == nil {
@@ -307,7 +308,7 @@ func (w *Worker) execute(runID string, resumed bool, name string, stop <-chan st
 		}
 		res, err = r.Resume(ctx, runID)
 	} else {
-		res, err = r.RunQueued(ctx, runID, name)
+		res, err = r.RunQueuedClaimed(ctx, runID, name, c.Created)
 	}
 	wr := Result{RunID: runID, Resumed: resumed}
 	if lost := leaseLost(err, res); lost != nil {
