@@ -2,8 +2,10 @@ package workflow
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/events/vocab"
@@ -148,8 +150,12 @@ func queuedCreated(ctx context.Context, db *events.DB, runID string, created *ev
 	return rc, nil
 }
 
-// queuedSpec parses a queued run's recorded workflow.
+// queuedSpec parses a queued run's recorded workflow, once per source
+// when the runner has a SpecCache.
 func (r *Runner) queuedSpec(rc vocab.RunCreated) (*spec.Workflow, error) {
+	if r.Specs != nil {
+		return r.Specs.parse(rc.File, rc.Source)
+	}
 	return spec.Parse(rc.File, []byte(rc.Source))
 }
 
@@ -175,4 +181,41 @@ func (rn *run) stopped() *Result {
 		return &Result{RunID: rn.id, State: "running", ExitCode: ExitStorage, Err: &Error{RunID: rn.id, Code: ExitStorage, Err: fmt.Errorf("stop: record the last outcome: %w", err)}}
 	}
 	return &Result{RunID: rn.id, State: "running", ExitCode: ExitCancelled, Err: &Error{RunID: rn.id, Code: ExitCancelled, Err: ErrStopped}}
+}
+
+// SpecCache holds the workflows of queued runs parsed once per workflow
+// source (keyed by the source's digest, computed here, and the file name)
+// for the runs of one worker: a drain of many runs of one workflow parses
+// it once, not once a run. A parsed spec.Workflow is never written by a
+// run (the runs of one worker share it at once), so handing out the same
+// one is safe. Safe for concurrent use; the zero value is ready.
+type SpecCache struct {
+	mu sync.Mutex
+	m  map[string]*spec.Workflow
+}
+
+// maxSpecCache bounds a SpecCache: past it, it starts again empty.
+const maxSpecCache = 64
+
+// parse returns the workflow of file and src, parsed once.
+func (c *SpecCache) parse(file, src string) (*spec.Workflow, error) {
+	sum := sha256.Sum256([]byte(src))
+	key := file + "\x00" + string(sum[:])
+	c.mu.Lock()
+	wf := c.m[key]
+	c.mu.Unlock()
+	if wf != nil {
+		return wf, nil
+	}
+	wf, err := spec.Parse(file, []byte(src))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxSpecCache {
+		c.m = map[string]*spec.Workflow{}
+	}
+	c.m[key] = wf
+	c.mu.Unlock()
+	return wf, nil
 }

@@ -65,6 +65,9 @@ type Runner struct {
 	// catalogs with the other runs of this process (a worker's pool); nil
 	// opens the run's own, as agentctl run does.
 	Sessions *SessionPool
+	// Specs, when set, parses the workflows of queued runs once per
+	// source for the runs that share it (a worker's); nil parses each.
+	Specs *SpecCache
 }
 
 // RunOptions describe how a run came to be.
