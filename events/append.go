@@ -83,7 +83,7 @@ type Applier func(ctx context.Context, tx *Tx, evs []Event) error
 // commit is running share the next commit (group commit, groupcommit.go),
 // and each caller returns only after the commit of its own records.
 func (db *DB) Append(ctx context.Context, runID string, recs []Record, apply Applier) ([]Event, error) {
-	return db.append(ctx, runID, -1, recs, apply)
+	return db.append(ctx, runID, -1, recs, apply, false)
 }
 
 // ErrConflict reports that a run's log moved on since the caller read it.
@@ -93,16 +93,31 @@ var ErrConflict = errors.New("events: conflict: the run has newer events")
 // seq is exactly after (0 for a run with no events): a compare-and-append
 // for a process that decided what to do from what it read.
 func (db *DB) AppendAfter(ctx context.Context, runID string, after int64, recs []Record, apply Applier) ([]Event, error) {
-	return db.append(ctx, runID, after, recs, apply)
+	return db.append(ctx, runID, after, recs, apply, false)
 }
 
-func (db *DB) append(ctx context.Context, runID string, after int64, recs []Record, apply Applier) ([]Event, error) {
+// AppendFinal is AppendAfter (after -1: Append) for the run's last commit
+// by this process (run.finished): on PostgreSQL the same transaction
+// releases this process's lease on the run (lease_release.go), so the
+// run's unlock that follows costs no statement; on SQLite it is
+// AppendAfter.
+func (db *DB) AppendFinal(ctx context.Context, runID string, after int64, recs []Record, apply Applier) ([]Event, error) {
+	if db.pg == nil {
+		return db.append(ctx, runID, after, recs, apply, false)
+	}
+	db.checkDeletePrivilege(ctx)
+	evs, err := db.append(ctx, runID, after, recs, apply, true)
+	db.releasedWith(runID, err == nil)
+	return evs, err
+}
+
+func (db *DB) append(ctx context.Context, runID string, after int64, recs []Record, apply Applier, release bool) ([]Event, error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
 	var bound time.Time // of the transient retries without a lease: a TTL from the first failure
 	for attempt, failures := 1, 0; ; attempt++ {
-		m := &member{ctx: ctx, runID: runID, after: after, recs: recs, apply: apply}
+		m := &member{ctx: ctx, runID: runID, after: after, recs: recs, apply: apply, release: release}
 		db.group.submit(db, m)
 		if m.err == nil {
 			return m.evs, nil
@@ -194,6 +209,9 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member, flush bool) (
 		t, ok = db.tips[runID]
 	}
 	if !ok {
+		t, ok = db.claimedTip(runID, m.after) // a worker's claim read it
+	}
+	if !ok {
 		// Compare-and-append always reads the tip inside the transaction.
 		if err := tx.flush(ctx); err != nil {
 			return nil, err // the fence's verdict
@@ -239,6 +257,11 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member, flush bool) (
 	if m.apply != nil {
 		if err := m.apply(ctx, tx, evs); err != nil {
 			return nil, fmt.Errorf("append: project: %w", err)
+		}
+	}
+	if m.release {
+		if err := db.releaseInTx(ctx, tx, runID); err != nil {
+			return nil, err
 		}
 	}
 	// A PostgreSQL member of a group sends its statements now, in one

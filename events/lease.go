@@ -75,6 +75,12 @@ type lease struct {
 	// waiting for its LockRun).
 	adopted bool
 	lost    bool
+	// tip is the run's last event as the claim read it (a queued run's
+	// run.created), until the first append uses it (claimedTip).
+	tip *tip
+	// releasing: an AppendFinal carrying the release is in flight; a
+	// renewal that finds the row gone (released by it) is not a loss.
+	releasing bool
 	// deadline is when the lease lapses by this process's clock: the
 	// time the last successful claim or renewal was sent, plus the TTL.
 	deadline time.Time
@@ -97,6 +103,8 @@ type pgState struct {
 	// noDelete: this role may not delete run_leases rows, so a release
 	// keeps a finished run's row (releaseOrDelete was refused once).
 	noDelete atomic.Bool
+	// privOnce asks once whether this role may delete (AppendFinal).
+	privOnce sync.Once
 }
 
 func newPGState(ttl time.Duration) *pgState {
@@ -169,8 +177,10 @@ RETURNING lease_epoch`
     ORDER BY l.run_id LIMIT ? FOR UPDATE OF l SKIP LOCKED)
 UPDATE run_leases SET owner = ?, owner_key = NULL, lease_epoch = run_leases.lease_epoch + 1,
     lease_expires_at = now() + ?::bigint * interval '1 millisecond'
-FROM c WHERE run_leases.run_id = c.run_id
-RETURNING run_leases.run_id, run_leases.lease_epoch, c.state`
+FROM c LEFT JOIN events e ON e.run_id = c.run_id AND e.seq = 1 AND c.state = 'queued'
+WHERE run_leases.run_id = c.run_id
+RETURNING run_leases.run_id, run_leases.lease_epoch, c.state,
+    e.seq, e.stream, e.type, e.payload, e.created_at, e.prev_hash, e.hash`
 	renewLease = `UPDATE run_leases SET lease_expires_at = now() + ?::bigint * interval '1 millisecond'
 WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`
 	// fenceHeld: the appender's lease is current, else the statement
@@ -192,11 +202,18 @@ func (db *DB) lockRunPostgres(runID string) (func(), error) {
 			p.mu.Unlock()
 			return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
 		}
+		fresh := time.Until(l.deadline) > p.ttl*2/3
 		p.mu.Unlock()
 		// The claim may have lapsed while this process could not run (a
-		// pause): say so now rather than load a log another owns.
-		if err := db.checkClaim(l); err != nil {
-			return nil, err
+		// pause): say so now rather than load a log another owns. A claim
+		// made less than a third of its TTL ago by this process's clock
+		// (a worker adopts its claims at once) cannot have: the database's
+		// expiry is later than the local deadline (sent + TTL), and no one
+		// takes a live lease. It is not asked about (a round trip per run).
+		if !fresh {
+			if err := db.checkClaim(l); err != nil {
+				return nil, err
+			}
 		}
 		p.mu.Lock()
 		l.adopted = true
@@ -271,6 +288,11 @@ type Claim struct {
 	// "running" (its writer is gone: resume it).
 	State string
 	Epoch int64
+	// Created is a queued run's run.created (seq 1), read by the claim so
+	// that the worker starts the run without reading its log; nil for a
+	// running run. The run's first append after seq 1 uses its hash as
+	// the tip (claimedTip): no read inside that commit either.
+	Created *Event
 }
 
 // ClaimRuns takes the leases of up to n runs a worker may execute: queued
@@ -305,8 +327,8 @@ func (db *DB) ClaimRuns(ctx context.Context, n int, except []string) ([]Claim, e
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var c Claim
-			if err := rows.Scan(&c.RunID, &c.Epoch, &c.State); err != nil {
+			c, err := db.scanClaim(rows)
+			if err != nil {
 				return err
 			}
 			out = append(out, c)
@@ -320,13 +342,54 @@ func (db *DB) ClaimRuns(ctx context.Context, n int, except []string) ([]Claim, e
 	sort.Slice(out, func(i, j int) bool { return out[i].RunID < out[j].RunID })
 	p.mu.Lock()
 	for _, c := range out {
-		p.leases[c.RunID] = &lease{runID: c.RunID, epoch: c.Epoch, deadline: sent.Add(ttl)}
+		l := &lease{runID: c.RunID, epoch: c.Epoch, deadline: sent.Add(ttl)}
+		if c.Created != nil {
+			l.tip = &tip{seq: c.Created.Seq, hash: c.Created.Hash}
+		}
+		p.leases[c.RunID] = l
 	}
 	p.mu.Unlock()
 	if len(out) > 0 {
 		db.startHeartbeat()
 	}
 	return out, nil
+}
+
+// scanClaim reads one row of claimRuns: the claim, and a queued run's
+// run.created.
+func (db *DB) scanClaim(rows *sql.Rows) (Claim, error) {
+	var c Claim
+	var seq sql.NullInt64
+	var stream, typ, payload, created, prev, hash sql.NullString
+	if err := rows.Scan(&c.RunID, &c.Epoch, &c.State, &seq, &stream, &typ, &payload, &created, &prev, &hash); err != nil {
+		return c, err
+	}
+	if seq.Valid {
+		c.Created = &Event{RunID: c.RunID, Seq: seq.Int64, Stream: stream.String, Type: typ.String, Payload: payload.String,
+			CreatedAt: created.String, PrevHash: prev.String, Hash: hash.String, codec: db.enc}
+	}
+	return c, nil
+}
+
+// claimedTip is the tip a ClaimRuns claim read for runID, for its first
+// append after seq after (-1: any): used once, it spares that commit the
+// read of the tip. A stale one cannot write a wrong log: the event at the
+// next seq exists then, and the insert fails on the log's key
+// (ErrConflict), as the read tip would have said.
+func (db *DB) claimedTip(runID string, after int64) (tip, bool) {
+	if db.pg == nil {
+		return tip{}, false
+	}
+	p := db.pg
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.leases[runID]
+	if l == nil || l.tip == nil || (after >= 0 && l.tip.seq != after) {
+		return tip{}, false
+	}
+	t := *l.tip
+	l.tip = nil
+	return t, true
 }
 
 // ReleaseClaim gives back a claim ClaimRuns made that no LockRun adopted
@@ -485,6 +548,12 @@ func (db *DB) renewLeases(ctx context.Context) (lost, failed int) {
 			l.deadline = sent.Add(ttl)
 			p.mu.Unlock()
 			continue
+		}
+		p.mu.Lock()
+		releasing := l.releasing || p.leases[l.runID] != l
+		p.mu.Unlock()
+		if releasing {
+			continue // released meanwhile (AppendFinal, an unlock): not lost
 		}
 		db.loseLease(l)
 		lost++

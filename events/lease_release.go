@@ -5,8 +5,71 @@ import (
 	"sync"
 )
 
+// The release riding a run's last commit (AppendFinal). It is the same
+// statement as the unlock's, queued in the commit's transaction after the
+// projection (so the runs row already says the run is over and the row is
+// deleted); if the commit fails, nothing of it happened and the unlock
+// releases as before. A role without DELETE on run_leases would abort the
+// whole commit on releaseOrDelete, so whether it may delete is asked once
+// (checkDeletePrivilege) and releaseLease is used without it.
+
+// checkDeletePrivilege learns, once per DB, whether this role may delete
+// run_leases rows; if the question fails, releases only clear the row.
+func (db *DB) checkDeletePrivilege(ctx context.Context) {
+	p := db.pg
+	p.privOnce.Do(func() {
+		var may bool
+		err := db.x.QueryRowContext(ctx, `SELECT has_table_privilege('run_leases', 'DELETE')`).Scan(&may)
+		if err != nil || !may {
+			p.noDelete.Store(true)
+		}
+	})
+}
+
+// releaseInTx queues the release of this process's lease on runID in tx,
+// the run's last commit; nothing when it holds none (or lost it).
+func (db *DB) releaseInTx(ctx context.Context, tx *Tx, runID string) error {
+	p := db.pg
+	p.mu.Lock()
+	l := p.leases[runID]
+	if l == nil || l.lost {
+		p.mu.Unlock()
+		return nil
+	}
+	l.releasing = true
+	epoch := l.epoch
+	p.mu.Unlock()
+	q, args := releaseOrDelete, []any{runID, p.owner, epoch, runID, p.owner, epoch}
+	if p.noDelete.Load() {
+		q, args = releaseLease, args[:3]
+	}
+	return tx.execWrap(ctx, func(err error) error {
+		return &Error{Op: "append: release the lease of run " + runID, Path: db.path, Err: classify(err)}
+	}, q, args...)
+}
+
+// releasedWith settles an AppendFinal: committed, the lease is forgotten
+// (its row was released by the commit); failed, it is held as before and
+// the unlock releases it.
+func (db *DB) releasedWith(runID string, committed bool) {
+	p := db.pg
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.leases[runID]
+	if l == nil || !l.releasing {
+		return
+	}
+	l.releasing = false
+	if committed {
+		delete(p.leases, runID)
+	}
+}
+
 // Releasing a run's lease (lease.go): the row is cleared for the next
-// claimer, or deleted once the run is over.
+// claimer, or deleted once the run is over. The run's unlock does it in a
+// statement of its own, unless the run's last commit (AppendFinal,
+// run.finished) did it in its transaction: then the release is exactly as
+// durable as the run's end, and the unlock finds nothing left to release.
 
 const (
 	// releaseLease clears the lease if it is still ours.

@@ -272,6 +272,7 @@ func TestLease_ClaimLapsedBeforeLockRun(t *testing.T) {
 		t.Fatalf("ClaimRuns = %+v, %v", got, err)
 	}
 	expireLease(t, a, "run-q")
+	events.AgeClaim(a, "run-q") // a's clock went on too while it was paused
 	if got, err := b.ClaimRuns(ctx, 1, nil); err != nil || len(got) != 1 || got[0].Epoch != 2 {
 		t.Fatalf("b.ClaimRuns of the lapsed claim = %+v, %v; want it at epoch 2", got, err)
 	}

@@ -65,6 +65,9 @@ type Runner struct {
 	// catalogs with the other runs of this process (a worker's pool); nil
 	// opens the run's own, as agentctl run does.
 	Sessions *SessionPool
+	// Specs, when set, parses the workflows of queued runs once per
+	// source for the runs that share it (a worker's); nil parses each.
+	Specs *SpecCache
 }
 
 // RunOptions describe how a run came to be.
@@ -161,7 +164,7 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 			return nil, err
 		}
 	} else {
-		rn.created = &firstCommit{rec: &created, c: &carry{done: make(chan struct{})}}
+		rn.created = &firstCommit{rec: &created, c: &carry{done: make(chan struct{})}, after: -1}
 	}
 	res := rn.execute(ctx)
 	if err := rn.flushCreated(); err != nil {
@@ -175,11 +178,16 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 // one is durable, so run.created is the run's first event and nothing of
 // the run is on disk without it. Nothing with an effect is sent before a
 // commit (the call's intent is durable first), so a crash before this one
-// leaves no trace of a run that did nothing.
+// leaves no trace of a run that did nothing. A queued run's run.started
+// waits the same way (RunQueued), its commit a compare-and-append after
+// run.created (after).
 type firstCommit struct {
 	mu  sync.Mutex
 	rec *events.Record // nil once a commit took it
 	c   *carry         // settled when the commit that took rec returned
+	// after, when ≥ 0, makes the commit carrying rec a compare-and-append
+	// after that seq (events.ErrConflict if the log moved on).
+	after int64
 }
 
 // takeCreated returns run.created if this commit is the run's first (the
@@ -304,6 +312,13 @@ func (rn *run) append(recs ...events.Record) error {
 // last seq is still after (-1: any). Resume uses it so that two processes
 // resuming one run cannot both go on.
 func (rn *run) appendAfter(after int64, recs ...events.Record) error {
+	return rn.commit(after, false, recs)
+}
+
+// commit is appendAfter; final marks the run's last commit by this
+// process (run.finished), which on PostgreSQL also releases the run's
+// lease in its transaction (events.DB.AppendFinal).
+func (rn *run) commit(after int64, final bool, recs []events.Record) error {
 	if err := rn.awaitCarries(); err != nil {
 		return err
 	}
@@ -311,7 +326,7 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	if created == nil && first != nil {
 		<-first.done
 		if first.err != nil {
-			err := fmt.Errorf("run.created was not recorded: %w", first.err)
+			err := fmt.Errorf("the run's first commit was not recorded: %w", first.err)
 			for _, c := range rn.carrying {
 				c.settle(err)
 			}
@@ -329,13 +344,19 @@ func (rn *run) appendAfter(after int64, recs ...events.Record) error {
 	if created != nil {
 		recs = append([]events.Record{*created}, recs...)
 		rn.carrying = append(rn.carrying, first)
+		if after < 0 {
+			after = rn.created.after
+		}
 	}
 	recs = factsOnly(recs)
 	var evs []events.Event
 	var err error
-	if after < 0 {
+	switch {
+	case final:
+		evs, err = rn.r.DB.AppendFinal(context.Background(), rn.id, after, recs, projector.Apply)
+	case after < 0:
 		evs, err = rn.r.DB.Append(context.Background(), rn.id, recs, projector.Apply)
-	} else {
+	default:
 		evs, err = rn.r.DB.AppendAfter(context.Background(), rn.id, after, recs, projector.Apply)
 	}
 	for _, c := range rn.carrying {
@@ -397,7 +418,7 @@ func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
 		res.State, res.ExitCode, res.Err = stateFor(fail.Code, fail.Err), fail.Code, fail
 		p.State, p.ExitCode, p.Error = res.State, fail.Code, fail.Err.Error()
 	}
-	if err := rn.append(events.Record{Stream: "run", Type: vocab.TypeRunFinished, Payload: p}); err != nil {
+	if err := rn.commit(-1, true, []events.Record{{Stream: "run", Type: vocab.TypeRunFinished, Payload: p}}); err != nil {
 		res.State, res.ExitCode = StateFailed, ExitStorage
 		res.Err = &Error{RunID: rn.id, Code: ExitStorage, Err: fmt.Errorf("record run.finished: %w", err)}
 	}

@@ -443,7 +443,8 @@ func TestCLI_WorkerGraceExpires(t *testing.T) {
 }
 
 // TestCLI_WorkerCrashMatrix kills a worker right after each commit of the
-// queued run it executes (its claim, run.started, included) and lets a
+// queued run it executes (the first, the call's intent, carries
+// run.started) and lets a
 // second worker take the run over: the log is a sound prefix-extension of
 // what was committed, the run ends succeeded or uncertain, and the tool
 // ran at most once (at_most_once) or twice (idempotent).
@@ -466,10 +467,10 @@ func TestCLI_WorkerCrashMatrix(t *testing.T) {
 					points = append(points, pointName(lines, i))
 				}
 			}
-			// run.started; the call's intent, with the session's handshake;
-			// its outcome with run.finished.
-			if len(points) < 3 || points[0] != "run.started#1" {
-				t.Fatalf("crash points %v", points)
+			// The call's intent, carrying run.started and the session's
+			// handshake; its outcome with run.finished.
+			if len(points) < 2 || lines[1] != "run.started" || !strings.HasPrefix(points[0], "mcp.request out tools/call") {
+				t.Fatalf("crash points %v (events %v)", points, lines)
 			}
 			for _, point := range points[:len(points)-1] { // after the last, nothing is left to do
 				t.Run(strings.NewReplacer(" ", "_", "#", "@").Replace(point), func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,10 +17,11 @@ import (
 // server. Tests and benchmarks use it to hold the append path to its
 // number of round trips, which a busy machine's timings cannot show.
 type PGRelay struct {
-	ln    net.Listener
-	trips atomic.Int64
-	stmts atomic.Int64
-	wg    sync.WaitGroup
+	ln      net.Listener
+	trips   atomic.Int64
+	stmts   atomic.Int64
+	commits atomic.Int64
+	wg      sync.WaitGroup
 }
 
 // RoundTrips is the number of Sync and Query messages relayed so far.
@@ -28,6 +30,13 @@ func (r *PGRelay) RoundTrips() int64 { return r.trips.Load() }
 // Statements is the number of statements executed so far: Bind messages
 // (extended protocol) and simple Query messages.
 func (r *PGRelay) Statements() int64 { return r.stmts.Load() }
+
+// Commits is the number of transactions the server committed so far, as
+// its answers show them: a COMMIT, or a write statement (INSERT, UPDATE,
+// DELETE) run outside a transaction block, which commits on its own. A
+// run's fixed cost is held to it (a lease claim and release are commits
+// the events package does not count).
+func (r *PGRelay) Commits() int64 { return r.commits.Load() }
 
 // NewPGRelay starts a relay to dsn's host and returns it with a DSN that
 // reaches the same database through it. It stops when tb ends.
@@ -58,7 +67,7 @@ func NewPGRelay(tb testing.TB, dsn string) (*PGRelay, string) {
 			}
 			r.wg.Add(2)
 			go func() { defer r.wg.Done(); r.count(s, c); _ = s.Close() }()
-			go func() { defer r.wg.Done(); _, _ = io.Copy(c, s); _ = c.Close() }()
+			go func() { defer r.wg.Done(); r.answers(c, s); _ = c.Close() }()
 		}
 	}()
 	tb.Cleanup(func() { _ = ln.Close() })
@@ -96,6 +105,55 @@ func (r *PGRelay) count(dst io.Writer, src io.Reader) {
 		n := int64(binary.BigEndian.Uint32(hdr[1:]))
 		if _, err := io.CopyN(dst, src, n-4); err != nil {
 			return
+		}
+	}
+}
+
+// answers copies the server's messages to the client, counting the
+// commits (Commits): CommandComplete ('C') tags, and ReadyForQuery ('Z')
+// saying whether a transaction block is open.
+func (r *PGRelay) answers(dst io.Writer, src io.Reader) {
+	var hdr [5]byte
+	inBlock := false
+	for {
+		if _, err := io.ReadFull(src, hdr[:]); err != nil {
+			return
+		}
+		n := int64(binary.BigEndian.Uint32(hdr[1:]))
+		if _, err := dst.Write(hdr[:]); err != nil {
+			return
+		}
+		if hdr[0] != 'C' && hdr[0] != 'Z' {
+			if _, err := io.CopyN(dst, src, n-4); err != nil {
+				return
+			}
+			continue
+		}
+		body := make([]byte, n-4)
+		if _, err := io.ReadFull(src, body); err != nil {
+			return
+		}
+		if _, err := dst.Write(body); err != nil {
+			return
+		}
+		if hdr[0] == 'Z' {
+			inBlock = len(body) > 0 && body[0] != 'I'
+			continue
+		}
+		tag := strings.TrimRight(string(body), "\x00")
+		verb, _, _ := strings.Cut(tag, " ")
+		switch verb {
+		case "BEGIN":
+			inBlock = true
+		case "COMMIT":
+			inBlock = false
+			r.commits.Add(1)
+		case "ROLLBACK":
+			inBlock = false
+		case "INSERT", "UPDATE", "DELETE", "MERGE":
+			if !inBlock {
+				r.commits.Add(1)
+			}
 		}
 	}
 }

@@ -38,7 +38,7 @@ func (q LeaseQueue) Claim(ctx context.Context, n int, except []string) ([]Candid
 	}
 	out := make([]Candidate, len(cs))
 	for i, c := range cs {
-		out[i] = Candidate{RunID: c.RunID, State: c.State}
+		out[i] = Candidate{RunID: c.RunID, State: c.State, Created: c.Created}
 	}
 	return out, nil
 }

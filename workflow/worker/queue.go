@@ -13,6 +13,9 @@ import (
 type Candidate struct {
 	RunID string `db:"run_id"`
 	State string `db:"state"`
+	// Created is a claimed queued run's run.created, read by the claim
+	// (LeaseQueue); nil when the worker reads it from the log.
+	Created *events.Event `db:"-"`
 }
 
 // Queue is what a worker needs to know beyond the log: which runs it may

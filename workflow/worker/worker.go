@@ -163,12 +163,14 @@ type workerLoop struct {
 	transient int
 	// sessions is the pool the runs share (nil: NoSessionReuse).
 	sessions *workflow.SessionPool
+	// specs parses each queued workflow once for the runs of this loop.
+	specs *workflow.SpecCache
 }
 
 // newLoop applies w's defaults.
 func (w *Worker) newLoop() *workerLoop {
 	l := &workerLoop{w: w, conc: w.Concurrency, poll: w.Poll, grace: w.Grace, name: w.Name, queue: w.Queue,
-		stop: make(chan struct{}), taken: map[string]bool{}}
+		stop: make(chan struct{}), taken: map[string]bool{}, specs: &workflow.SpecCache{}}
 	if l.conc <= 0 {
 		l.conc = 4
 	}
@@ -254,7 +256,7 @@ func (l *workerLoop) take(list []Candidate) (startedAny bool) {
 			l.w.Started(c.RunID, resumed)
 		}
 		go func() {
-			r := l.w.execute(c.RunID, resumed, l.name, l.stop, l.sessions)
+			r := l.w.execute(c, resumed, l.name, l.stop, l.sessions, l.specs)
 			if l.claiming != nil {
 				l.claiming.Release(c.RunID)
 			}
@@ -292,11 +294,15 @@ func (l *workerLoop) stopTaking() {
 }
 
 // execute runs one taken run to the end of this worker's part in it.
-func (w *Worker) execute(runID string, resumed bool, name string, stop <-chan struct{}, sessions *workflow.SessionPool) Result {
+func (w *Worker) execute(c Candidate, resumed bool, name string, stop <-chan struct{}, sessions *workflow.SessionPool, specs *workflow.SpecCache) Result {
+	runID := c.RunID
 	r := w.NewRunner()
 	r.DB, r.Stop = w.DB, stop
 	if r.Sessions == nil {
 		r.Sessions = sessions
+	}
+	if r.Specs == nil {
+		r.Specs = specs
 	}
 	ctx := context.Background() // a stop never cancels a call in flight
 	var res *workflow.Result
@@ -307,7 +313,7 @@ func (w *Worker) execute(runID string, resumed bool, name string, stop <-chan st
 		}
 		res, err = r.Resume(ctx, runID)
 	} else {
-		res, err = r.RunQueued(ctx, runID, name)
+		res, err = r.RunQueuedClaimed(ctx, runID, name, c.Created)
 	}
 	wr := Result{RunID: runID, Resumed: resumed}
 	if lost := leaseLost(err, res); lost != nil {
