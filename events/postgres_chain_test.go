@@ -64,3 +64,45 @@ func TestPostgres_ChainCheckedByDatabase(t *testing.T) {
 		t.Fatalf("run-new's log = %d rows, %v; want 2", n, err)
 	}
 }
+
+// TestPostgres_IdentityImmutable: an UPDATE of protocol_calls or
+// protocol_sessions may change a row's state but none of its identity
+// columns (migration 0010 moved the comparison into the triggers' WHEN
+// clause; the refusal is the same).
+func TestPostgres_IdentityImmutable(t *testing.T) {
+	db := testkit.OpenDB(t, testkit.PostgresDB(t), events.Options{})
+	ctx := context.Background()
+	exec := func(q string) error { _, err := db.SQL().ExecContext(ctx, q); return err }
+	if err := exec(`INSERT INTO protocol_calls (effect_id, run_id, task_id, attempt, server, tool, idempotency, generation, status, arguments_digest, created_at, updated_at)
+		VALUES ('e1', 'r1', 't1', 1, 's', 'echo', 'at_most_once', 1, 'prepared', 'd', 'now', 'now')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec(`INSERT INTO protocol_sessions (run_id, task_id, remote, generation, url, status, created_at, updated_at)
+		VALUES ('r1', 't1', 's', 1, 'http://127.0.0.1/mcp', 'initialized', 'now', 'now')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`UPDATE protocol_calls SET status = 'succeeded', result_digest = 'x', updated_at = 'later'`,
+		`UPDATE protocol_calls SET idempotency = idempotency, tool = tool`,
+		`UPDATE protocol_sessions SET status = 'expired', catalog_digest = 'c'`,
+	} {
+		if err := exec(q); err != nil {
+			t.Fatalf("%s: %v; want it allowed", q, err)
+		}
+	}
+	for _, set := range []string{"effect_id = 'e2'", "run_id = 'r2'", "task_id = 't2'", "attempt = 2", "operation = 'x'",
+		"server = 'x'", "tool = 'x'", "idempotency = 'pure'", "arguments_digest = 'x'"} {
+		if err := exec(`UPDATE protocol_calls SET status = 'failed', ` + set); err == nil || !strings.Contains(err.Error(), "immutable") || !strings.Contains(err.Error(), "SQLSTATE 23001") {
+			t.Fatalf("protocol_calls SET %s: %v; want refused (23001)", set, err)
+		}
+	}
+	for _, set := range []string{"run_id = 'r2'", "task_id = 't2'", "remote = 'x'", "generation = 2", "url = 'x'"} {
+		if err := exec(`UPDATE protocol_sessions SET status = 'expired', ` + set); err == nil || !strings.Contains(err.Error(), "immutable") || !strings.Contains(err.Error(), "SQLSTATE 23001") {
+			t.Fatalf("protocol_sessions SET %s: %v; want refused (23001)", set, err)
+		}
+	}
+	var status string
+	if err := db.SQL().QueryRowContext(ctx, `SELECT status FROM protocol_calls WHERE effect_id = 'e1'`).Scan(&status); err != nil || status != "succeeded" {
+		t.Fatalf("status = %q, %v; want succeeded (no refused update applied)", status, err)
+	}
+}
