@@ -21,7 +21,7 @@
 -- * then the fence, unchanged from 0004: for each run the statement
 --   appends to, nobody holds a live lease, or the transaction named that
 --   very lease through agentctl_fence_held; else AG002 / AG003.
-CREATE FUNCTION agentctl_events_checked() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION agentctl_events_checked() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     held      TEXT := coalesce(current_setting('agentctl.lease', true), '');
     a         RECORD;
@@ -71,10 +71,13 @@ BEGIN
     RETURN NULL;
 END $$;
 
-DROP TRIGGER events_chain ON events;
-DROP TRIGGER events_leased ON events;
-DROP FUNCTION agentctl_events_chain();
-DROP FUNCTION agentctl_events_leased();
+-- IF EXISTS: the statements may run again over their own result (a
+-- database whose version row was taken back) and leave the same schema.
+DROP TRIGGER IF EXISTS events_chain ON events;
+DROP TRIGGER IF EXISTS events_leased ON events;
+DROP TRIGGER IF EXISTS events_checked ON events;
+DROP FUNCTION IF EXISTS agentctl_events_chain();
+DROP FUNCTION IF EXISTS agentctl_events_leased();
 CREATE TRIGGER events_checked AFTER INSERT ON events
     REFERENCING NEW TABLE AS added
     FOR EACH STATEMENT EXECUTE FUNCTION agentctl_events_checked();

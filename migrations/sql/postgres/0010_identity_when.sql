@@ -5,7 +5,7 @@
 -- triggers' WHEN clause, which PostgreSQL evaluates itself: the function
 -- (unchanged, it still refuses with restrict_violation) runs only for an
 -- UPDATE that changes an identity column. What is refused is the same.
-DROP TRIGGER protocol_calls_identity ON protocol_calls;
+DROP TRIGGER IF EXISTS protocol_calls_identity ON protocol_calls;
 CREATE TRIGGER protocol_calls_identity BEFORE UPDATE ON protocol_calls
     FOR EACH ROW
     WHEN (NEW.effect_id IS DISTINCT FROM OLD.effect_id OR NEW.run_id IS DISTINCT FROM OLD.run_id
@@ -15,7 +15,7 @@ CREATE TRIGGER protocol_calls_identity BEFORE UPDATE ON protocol_calls
        OR NEW.arguments_digest IS DISTINCT FROM OLD.arguments_digest)
     EXECUTE FUNCTION agentctl_protocol_calls_identity();
 
-DROP TRIGGER protocol_sessions_identity ON protocol_sessions;
+DROP TRIGGER IF EXISTS protocol_sessions_identity ON protocol_sessions;
 CREATE TRIGGER protocol_sessions_identity BEFORE UPDATE ON protocol_sessions
     FOR EACH ROW
     WHEN (NEW.run_id IS DISTINCT FROM OLD.run_id OR NEW.task_id IS DISTINCT FROM OLD.task_id
