@@ -180,7 +180,7 @@ func Migrate(ctx context.Context, path string, opts Options) (from, to int, err 
 const (
 	sqlstateUniqueViolation = "23505"
 	sqlstateUndefinedTable  = "42P01" // pgOpenState: agentctl's tables are not there
-	sqlstateChainCheck      = "AG001" // the events_chain trigger (migrations/sql/postgres)
+	sqlstateChainCheck      = "AG001" // the events_checked trigger (migrations/sql/postgres 0009; events_chain before)
 	sqlstateFenceLost       = "AG002" // agentctl_fence_held: the appender's lease is gone
 	sqlstateFenceBusy       = "AG003" // agentctl_fence_free: another process holds a live lease
 	sqlstateSerialization   = "40001"
