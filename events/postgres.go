@@ -107,17 +107,42 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		_ = sdb.Close()
 		return nil, &Error{Op: op, Path: red, Err: classify(err)}
 	}
-	v, err := migrations.PostgresVersion(ctx, sdb)
+	v, encrypted, err := pgOpenState(ctx, sdb)
 	if err != nil {
 		return fail("open", err)
 	}
 	if err := migrations.CheckPostgres(v); err != nil {
 		return fail("open", err)
 	}
-	if db.enc, err = loadCodec(ctx, x, nil); err != nil {
-		return fail("open: read encryption settings", err)
+	db.enc = &codec{legacy: map[string]bool{}}
+	if encrypted {
+		if db.enc, err = loadCodec(ctx, x, nil); err != nil {
+			return fail("open: read encryption settings", err)
+		}
 	}
 	return db, nil
+}
+
+// pgOpenState reads what Open checks before anything else, the schema
+// version and whether encryption is on, in one statement on the simple
+// protocol: one round trip on the new connection, where reading them one by
+// one (each prepared first) took six and a `run` process pays them every
+// time (issue 34). A database without agentctl's tables (never migrated,
+// or half made) fails that statement with undefined_table (42P01) and is
+// read the long way, which says what is missing. Only an encrypted
+// database reads its keys (loadCodec, the same settings rows either way).
+func pgOpenState(ctx context.Context, sdb *sql.DB) (version int, encrypted bool, err error) {
+	err = sdb.QueryRowContext(ctx,
+		`SELECT COALESCE((SELECT MAX(version) FROM agentctl_schema), 0), EXISTS (SELECT 1 FROM settings WHERE name = $1)`,
+		pgx.QueryExecModeSimpleProtocol, settingKEK).Scan(&version, &encrypted)
+	if pgCode(err) == sqlstateUndefinedTable {
+		version, err = migrations.PostgresVersion(ctx, sdb)
+		return version, true, err
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read schema version: %w", err)
+	}
+	return version, encrypted, nil
 }
 
 // Migrate brings the database at path to this binary's schema and returns
@@ -154,7 +179,8 @@ func Migrate(ctx context.Context, path string, opts Options) (from, to int, err 
 // PostgreSQL's SQLSTATEs that agentctl acts on.
 const (
 	sqlstateUniqueViolation = "23505"
-	sqlstateChainCheck      = "AG001" // the events_chain trigger (migrations/sql/postgres)
+	sqlstateUndefinedTable  = "42P01" // pgOpenState: agentctl's tables are not there
+	sqlstateChainCheck      = "AG001" // the events_checked trigger (migrations/sql/postgres 0009; events_chain before)
 	sqlstateFenceLost       = "AG002" // agentctl_fence_held: the appender's lease is gone
 	sqlstateFenceBusy       = "AG003" // agentctl_fence_free: another process holds a live lease
 	sqlstateSerialization   = "40001"

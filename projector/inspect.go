@@ -71,7 +71,7 @@ type RunView struct {
 type TaskView struct {
 	RunID string `db:"run_id" json:"-"`
 	// RowID orders a run's tasks as the log started them: the seq of the
-	// event that inserted the row (migrations: SQLite 0020, PostgreSQL 0009).
+	// event that inserted the row (migrations: SQLite 0020, PostgreSQL 0011).
 	RowID      int64   `db:"rowid" json:"-"`
 	TaskID     string  `db:"task_id" json:"taskId"`
 	Attempt    int     `db:"attempt" json:"attempt"`
