@@ -68,7 +68,8 @@ bench-ab:
 # client, DBOS Transact + go-sdk (each call a step) and agentctl make the same echo
 # calls against one `agentctl demo serve`, in interleaved rounds, medians. It needs
 # PostgreSQL: the cluster of $AGENTCTL_TEST_POSTGRES (loopback only), where it creates
-# and owns the database agentctl_peers (DBOS's schema and agentctl's side by side).
+# and owns the database agentctl_peers (DBOS's schema and agentctl's side by side);
+# agentctl also runs on a SQLite file, against the bare go-sdk client (-sqlite=false: not).
 # A module of its own (bench/peers/go.mod), so DBOS never becomes a dependency of
 # agentctl; its producer (bench/peers/producer, which queues agentctl's runs) is
 # another, requiring agentctl alone. PEERS passes its flags, e.g. a tiny round:
