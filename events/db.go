@@ -144,6 +144,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		q.Set("_journal_mode", "WAL")
 		q.Set("_synchronous", syncMode)
 	}
+	if vfs := sqliteVFS(); vfs != "" {
+		q.Set("vfs", vfs)
+	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 	var err error
 	x := &Handle{sqlx.NewDb(sql.OpenDB(hookConnector{dsn: dsn, d: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {

@@ -1,0 +1,77 @@
+package events
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestWalbuf_ReaderSeesEveryCommit: with a WAL file's writes held in
+// walbuf.c's buffer until its commit frame, a second handle on the same
+// file (its own connections and file descriptors, as another process has)
+// reads every commit the moment Append returns, across the background
+// checkpointer's copies and the WAL's restarts, and a commit larger than
+// the buffer; and every commit went
+// through the buffer, one write each.
+func TestWalbuf_ReaderSeesEveryCommit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "w.db")
+	w, err := Open(ctx, path, Options{Durability: DurabilityNormal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := Open(ctx, path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c0 := walbufCommits()
+	const commits = 3*checkpointEvery + 17 // past several checkpoints and WAL restarts
+	big := strings.Repeat("x", 5000)       // events that overflow a page
+	for i := 0; i < commits; i++ {
+		recs := []Record{
+			{Stream: "run", Type: "x", Payload: map[string]any{"i": i, "pad": big[:i%5000]}},
+			{Stream: "run", Type: "y", Payload: map[string]any{"i": i}},
+		}
+		if _, err := w.Append(ctx, "run-w", recs, nil); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := r.Events(ctx, "run-w")
+		if err != nil {
+			t.Fatalf("commit %d: reader: %v", i, err)
+		}
+		if len(evs) != 2*(i+1) || !strings.Contains(evs[len(evs)-2].Payload, `"i":`+strconv.Itoa(i)+`,`) {
+			t.Fatalf("commit %d: reader sees %d events, want %d with the last commit's payload", i, len(evs), 2*(i+1))
+		}
+	}
+	// One commit larger than the buffer's bound and than one write of the
+	// default VFS (128 KiB): written in pieces, read back whole.
+	var recs []Record
+	for i := 0; i < 1500; i++ {
+		recs = append(recs, Record{Stream: "run", Type: "z", Payload: map[string]any{"i": i, "pad": big[:1000]}})
+	}
+	if _, err := w.Append(ctx, "run-w", recs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := r.Events(ctx, "run-w"); err != nil || len(evs) != 2*commits+len(recs) {
+		t.Fatalf("after a 1.5 MB commit the reader sees %d events (%v), want %d", len(evs), err, 2*commits+len(recs))
+	}
+	if err := r.RequireIntact(ctx, "run-w"); err != nil {
+		t.Fatal(err)
+	}
+	if sqliteVFS() == "" {
+		// Open needed cgo; walbuf.c is built for Linux and macOS.
+		if (runtime.GOOS == "linux" || runtime.GOOS == "darwin") && os.Getenv("AGENTCTL_SQLITE_WALBUF") != "off" {
+			t.Fatalf("walbuf is not registered on %s", runtime.GOOS)
+		}
+		return
+	}
+	if n := walbufCommits() - c0; n < commits {
+		t.Fatalf("%d commits went through walbuf's buffer, want at least %d", n, commits)
+	}
+}
