@@ -19,7 +19,13 @@ func canonical(runID string, seq int64, stream, typ, payload string) []byte {
 // canonicalV2 is the array [runID, seq, stream, type, payload, createdAt],
 // encoded the same way: what the version-2 chain hashes.
 func canonicalV2(runID string, seq int64, stream, typ, payload, createdAt string) []byte {
-	b := canonicalPrefix(runID, seq, stream, typ, payload, len(createdAt)+8)
+	b := make([]byte, 0, len(runID)+len(stream)+len(typ)+len(payload)+len(payload)/8+len(createdAt)+56)
+	return appendCanonicalV2(b, runID, seq, stream, typ, payload, createdAt)
+}
+
+// appendCanonicalV2 appends canonicalV2's bytes to b.
+func appendCanonicalV2(b []byte, runID string, seq int64, stream, typ, payload, createdAt string) []byte {
+	b = appendCanonicalPrefix(b, runID, seq, stream, typ, payload)
 	b = append(b, ',')
 	b = canonjson.AppendString(b, createdAt)
 	return append(b, ']')
@@ -29,6 +35,11 @@ func canonicalV2(runID string, seq int64, stream, typ, payload, createdAt string
 // for what the caller appends.
 func canonicalPrefix(runID string, seq int64, stream, typ, payload string, extra int) []byte {
 	b := make([]byte, 0, len(runID)+len(stream)+len(typ)+len(payload)+len(payload)/8+48+extra)
+	return appendCanonicalPrefix(b, runID, seq, stream, typ, payload)
+}
+
+// appendCanonicalPrefix appends canonicalPrefix's bytes to b.
+func appendCanonicalPrefix(b []byte, runID string, seq int64, stream, typ, payload string) []byte {
 	b = append(b, '[')
 	b = canonjson.AppendString(b, runID)
 	b = append(b, ',')

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Chain versions. Each stored hash says which version computed it, so a
@@ -59,6 +60,9 @@ func ComputeHash(prevHash, runID string, seq int64, stream, typ, payload string)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// chainBufs holds ChainHash's scratch buffers.
+var chainBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
 // ChainHash returns e's hash under version (ChainV1 or ChainV2) from its
 // stored fields (PrevHash, RunID, Seq, Stream, Type, Payload, CreatedAt);
 // "" for an unknown version.
@@ -67,14 +71,20 @@ func ChainHash(version int, e Event) string {
 	case ChainV1:
 		return ComputeHash(e.PrevHash, e.RunID, e.Seq, e.Stream, e.Type, e.Payload)
 	case ChainV2:
-		h := sha256.New()
-		h.Write([]byte(e.PrevHash))
-		h.Write(canonicalV2(e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt))
-		var sum [sha256.Size]byte
-		out := make([]byte, len(chainV2Prefix)+2*sha256.Size)
-		copy(out, chainV2Prefix)
-		hex.Encode(out[len(chainV2Prefix):], h.Sum(sum[:0]))
-		return string(out)
+		// sha256(prev_hash || canonicalV2(...)), in one buffer reused
+		// across calls: this runs for every event appended and verified.
+		bp := chainBufs.Get().(*[]byte)
+		b := append((*bp)[:0], e.PrevHash...)
+		b = appendCanonicalV2(b, e.RunID, e.Seq, e.Stream, e.Type, e.Payload, e.CreatedAt)
+		sum := sha256.Sum256(b)
+		if cap(b) <= 1<<16 { // a large payload's buffer is not kept
+			*bp = b
+			chainBufs.Put(bp)
+		}
+		var out [len(chainV2Prefix) + 2*sha256.Size]byte
+		copy(out[:], chainV2Prefix)
+		hex.Encode(out[len(chainV2Prefix):], sum[:])
+		return string(out[:])
 	}
 	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/mattn/go-sqlite3"
 )
@@ -27,6 +28,7 @@ import (
 type liteWriter struct {
 	conn  *sql.Conn
 	stmts map[string]driver.Stmt
+	nv    []driver.NamedValue // bind's arguments, reused: the driver keeps none after a statement
 }
 
 // liteTx is one append transaction on the writer's raw connection.
@@ -111,8 +113,8 @@ func (lt *liteTx) stmt(query string) (driver.Stmt, error) {
 // namedValues converts args as database/sql does for a driver without a
 // converter of its own (go-sqlite3 binds int64, float64, bool, []byte,
 // string, time.Time and nil).
-func namedValues(args []any) ([]driver.NamedValue, error) {
-	nv := make([]driver.NamedValue, len(args))
+func namedValues(nv []driver.NamedValue, args []any) ([]driver.NamedValue, error) {
+	nv = slices.Grow(nv[:0], len(args))[:len(args)]
 	for i, a := range args {
 		if v, ok := a.(driver.Valuer); ok {
 			var err error
@@ -135,7 +137,8 @@ func (lt *liteTx) bind(query string, args []any) (driver.Stmt, []driver.NamedVal
 	if err != nil {
 		return nil, nil, err
 	}
-	nv, err := namedValues(args)
+	nv, err := namedValues(lt.w.nv, args)
+	lt.w.nv = nv
 	return st, nv, err
 }
 
@@ -144,6 +147,7 @@ func (lt *liteTx) exec(ctx context.Context, query string, args []any) (sql.Resul
 	if err != nil {
 		return nil, err
 	}
+	defer clear(nv) // no payload kept alive by the scratch slice
 	return st.(driver.StmtExecContext).ExecContext(ctx, nv)
 }
 
