@@ -140,7 +140,7 @@ func queuedCreated(ctx context.Context, db *events.DB, runID string, created *ev
 	if created.RunID != runID || created.Seq != 1 || created.Type != vocab.TypeRunCreated {
 		return vocab.RunCreated{}, fmt.Errorf("run %s: claimed %s at seq %d of run %s, want its run.created", runID, created.Type, created.Seq, created.RunID)
 	}
-	rc, err := vocab.Decode[vocab.RunCreated](*created)
+	rc, err := vocab.DecodeRunCreated(*created)
 	if err != nil {
 		return vocab.RunCreated{}, fmt.Errorf("run %s: read run.created: %w", runID, err)
 	}

@@ -73,7 +73,8 @@ const (
 )
 
 // scheduler runs one run's task graph. Its state is the loop's alone:
-// task goroutines never touch it, they report on ended.
+// task goroutines never touch it, they report on ended (a task that runs
+// alone runs in the loop's goroutine, and its end is lone).
 type scheduler struct {
 	rn    *run
 	tasks []spec.TaskSpec
@@ -89,6 +90,7 @@ type scheduler struct {
 	untaken []*carry
 	flushed []*carry // carries committed on their own while other tasks ran
 	ended   chan taskEnd
+	lone    *taskEnd // the end of the task that ran in the loop's goroutine, not yet taken in
 	running int
 	stop    *Error // the failure that stops the run, with its task
 	stopBy  string // id of the task whose failure stopped the run
@@ -107,9 +109,19 @@ func (rn *run) execute(ctx context.Context) *Result {
 			break
 		}
 		s.flushUntaken()
-		s.end(<-s.ended)
+		s.end(s.next())
 	}
 	return s.finish(ctx)
+}
+
+// next is the end of a task in flight: the lone task's, which ran in the
+// loop's goroutine, or the next a task goroutine reports.
+func (s *scheduler) next() taskEnd {
+	if e := s.lone; e != nil {
+		s.lone = nil
+		return *e
+	}
+	return <-s.ended
 }
 
 // takeUntaken returns the carries no commit has taken, and forgets them.
@@ -139,18 +151,28 @@ func (s *scheduler) startReady(ctx context.Context) {
 	if s.stop != nil || ctx.Err() != nil || s.rn.stopping() {
 		return
 	}
+	var buf [8]int
+	ready := buf[:0]
 	for i := range s.tasks {
-		if s.running >= s.limit {
+		if s.running+len(ready) >= s.limit {
 			break
 		}
-		if s.ready(i) {
-			s.start(ctx, i)
+		if s.ready(i) { // starting a task makes no other one ready
+			ready = append(ready, i)
 		}
+	}
+	// A task that would run alone (nothing else in flight or starting)
+	// runs in this goroutine: the loop would only wait for its end, and a
+	// goroutine of its own costs a thread's wake-up on each side of it.
+	lone := len(ready) == 1 && s.running == 0
+	for _, i := range ready {
+		s.start(ctx, i, lone)
 	}
 }
 
-// start runs task i on a lane of its own.
-func (s *scheduler) start(ctx context.Context, i int) {
+// start runs task i on a lane of its own: in a goroutine of its own, or
+// to its end in this one when lone (its end is then s.lone, for next).
+func (s *scheduler) start(ctx context.Context, i int, lone bool) {
 	lane := s.rn.fork()
 	// Every carry not yet taken rides with this task's first commit;
 	// carries of the tasks it needs that another task took are waited for.
@@ -167,6 +189,11 @@ func (s *scheduler) start(ctx context.Context, i int) {
 	s.running++
 	lane.view = s.rn.scopeSnapshot()
 	t, ended := s.tasks[i], s.ended
+	if lone {
+		out, fail := lane.runTask(ctx, t)
+		s.lone = &taskEnd{idx: i, out: out, fail: fail, pending: lane.pending, carrying: lane.carrying}
+		return
+	}
 	go func() {
 		out, fail := lane.runTask(ctx, t)
 		ended <- taskEnd{idx: i, out: out, fail: fail, pending: lane.pending, carrying: lane.carrying}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -342,22 +343,53 @@ func (rn *run) poolKey(remote string) (key string, ok bool) {
 	if _, oauth, err := OAuthConfig(rn.wf, remote, rn.r.Getenv); oauth || err != nil {
 		return "", false
 	}
-	h := sha256.New()
+	// The identity, each part self-delimiting (quoted strings, lists
+	// counted), hashed: a key says nothing of the header values. Built by
+	// appends, not fmt: every run of a worker computes it.
 	pol := cfg.Policy
-	fmt.Fprintf(h, "%q %q %q %d %d %t %t\n%q %q %v %t %q %q %d %d\n", cfg.URL, cfg.ProtocolVersion, rn.r.UserAgent, cfg.Timeout, cfg.MaxDuration,
-		cfg.Elicitation, cfg.TasksExtension, pol.NetworkAllowlist, pol.AllowedSchemes, pol.AllowedPorts, pol.AllowPrivate,
-		pol.EnvironmentAllowlist, pol.SecretFileRoots, pol.ConnectTimeout, pol.MaxResponseBytes)
+	b := make([]byte, 0, 512)
+	b = appendQuoted(b, cfg.URL, cfg.ProtocolVersion, rn.r.UserAgent)
+	b = appendInts(b, int64(cfg.Timeout), int64(cfg.MaxDuration), int64(pol.ConnectTimeout), pol.MaxResponseBytes, int64(len(pol.AllowedPorts)))
+	for _, p := range pol.AllowedPorts {
+		b = appendInts(b, int64(p))
+	}
+	b = strconv.AppendBool(b, cfg.Elicitation)
+	b = strconv.AppendBool(append(b, ' '), cfg.TasksExtension)
+	b = strconv.AppendBool(append(b, ' '), pol.AllowPrivate)
+	for _, l := range [][]string{pol.NetworkAllowlist, pol.AllowedSchemes, pol.EnvironmentAllowlist, pol.SecretFileRoots} {
+		b = appendInts(b, int64(len(l)))
+		b = appendQuoted(b, l...)
+	}
 	names := make([]string, 0, len(cfg.Headers))
 	for n := range cfg.Headers {
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	b = appendInts(b, int64(len(names)))
 	for _, n := range names {
 		v, err := cfg.Headers[n].Resolve(cfg.Policy, rn.r.Getenv)
 		if err != nil {
 			return "", false // the run's own open reports it
 		}
-		fmt.Fprintf(h, "%q=%q\n", n, v)
+		b = appendQuoted(b, n, v)
 	}
-	return hex.EncodeToString(h.Sum(nil)), true
+	sum := sha256.Sum256(b)
+	clear(b) // it held the header values
+	return hex.EncodeToString(sum[:]), true
+}
+
+// appendQuoted appends each of ss to b, Go-quoted, after a space.
+func appendQuoted(b []byte, ss ...string) []byte {
+	for _, s := range ss {
+		b = strconv.AppendQuote(append(b, ' '), s)
+	}
+	return b
+}
+
+// appendInts appends each of ns to b, in decimal, after a space.
+func appendInts(b []byte, ns ...int64) []byte {
+	for _, n := range ns {
+		b = strconv.AppendInt(append(b, ' '), n, 10)
+	}
+	return b
 }
