@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/agentctl/agentctl/internal/termtext"
@@ -21,19 +22,23 @@ var pageSource string
 // only the page's own inline style and data: images are allowed.
 const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
-var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"stamp": func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
-		}
-		return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
-	},
-	"dur":   func(a, b time.Time) string { return Dur(b.Sub(a)) },
-	"str":   func(s *string) string { return derefOr(s, "-") },
-	"int":   func(i *int) string { return derefIntOr(i, "-") },
-	"short": short,
-	"mark":  func(kind string) string { return markNames[kind] },
-}).Parse(pageSource))
+// pageTemplate parses the page's template the first time a page is
+// written: every agentctl process links this package, few write a report.
+var pageTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(template.FuncMap{
+		"stamp": func(t time.Time) string {
+			if t.IsZero() {
+				return "-"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+		},
+		"dur":   func(a, b time.Time) string { return Dur(b.Sub(a)) },
+		"str":   func(s *string) string { return derefOr(s, "-") },
+		"int":   func(i *int) string { return derefIntOr(i, "-") },
+		"short": short,
+		"mark":  func(kind string) string { return markNames[kind] },
+	}).Parse(pageSource))
+})
 
 // page is what the template reads: the report and its drawing.
 type page struct {
@@ -70,7 +75,7 @@ func Write(w io.Writer, r *Report) error {
 		p.Legend = append(p.Legend, legendItem{Kind: k, Name: markNames[k]})
 	}
 	var b bytes.Buffer
-	if err := pageTemplate.Execute(&b, p); err != nil {
+	if err := pageTemplate().Execute(&b, p); err != nil {
 		return fmt.Errorf("render report of run %s: %w", r.Doc.Run.RunID, err)
 	}
 	_, err := io.WriteString(w, termtext.Block(b.String()))
