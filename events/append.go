@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -32,13 +33,15 @@ func insertEventsSQL(n int) string {
 // own. The chain triggers see each row's predecessor within a statement.
 const maxInsertRows = 32
 
-// insertEventsStmt holds the statements for 1 to maxInsertRows rows.
-var insertEventsStmt = func() (q [maxInsertRows + 1]string) {
+// insertEventsStmt holds the statements for 1 to maxInsertRows rows, built
+// by the first append (not at package init: most processes append nothing).
+var insertEventsStmt = sync.OnceValue(func() *[maxInsertRows + 1]string {
+	var q [maxInsertRows + 1]string
 	for n := 1; n <= maxInsertRows; n++ {
 		q[n] = insertEventsSQL(n)
 	}
-	return q
-}()
+	return &q
+})
 
 // insertEvents inserts evs (chained, in seq order) in statements of up to
 // maxInsertRows rows; a conflict names the seqs of its statement.
@@ -64,7 +67,7 @@ func (db *DB) insertEvents(ctx context.Context, tx *Tx, evs []Event) error {
 				return fmt.Errorf("append to run %s: %w (%s)", runID, ErrRunBusy, pe.Message)
 			}
 			return &Error{Op: fmt.Sprintf("append %s… seq %d-%d", typ, first, last), Path: db.path, Err: classify(err)}
-		}, insertEventsStmt[len(chunk)], args...)
+		}, insertEventsStmt()[len(chunk)], args...)
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -64,7 +65,11 @@ var (
 	ErrMixedPayload = errors.New("plaintext and ciphertext mixed")
 )
 
-var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+// keyIDPattern is what a key id may be, compiled on first use (its {0,63}
+// made it the costliest regexp compiled at package init).
+var keyIDPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+})
 
 // KeyEnvName is the environment variable that holds the key of keyID.
 func KeyEnvName(keyID string) string {

@@ -40,7 +40,7 @@ func (db *DB) Encryption() EncryptionStatus {
 // already in the log must be finished; those runs stay plaintext. From the
 // next Append on, protocol payloads are sealed.
 func (db *DB) EnableEncryption(ctx context.Context, keyID string, kek []byte) error {
-	if !keyIDPattern.MatchString(keyID) {
+	if !keyIDPattern().MatchString(keyID) {
 		return &Error{Op: "enable encryption", Path: db.path, Err: fmt.Errorf("%w: key id %q: want 1-64 of [A-Za-z0-9_-], starting alphanumeric", ErrEncryption, keyID)}
 	}
 	if len(kek) != 32 {
@@ -94,7 +94,7 @@ func (db *DB) EnableEncryption(ctx context.Context, keyID string, kek []byte) er
 // key must be loaded. No event row changes; every existing envelope stays
 // readable with the new key, and the old key stops working.
 func (db *DB) RotateKey(ctx context.Context, newKeyID string, newKEK []byte) error {
-	if !keyIDPattern.MatchString(newKeyID) {
+	if !keyIDPattern().MatchString(newKeyID) {
 		return &Error{Op: "rotate key", Path: db.path, Err: fmt.Errorf("%w: key id %q: want 1-64 of [A-Za-z0-9_-], starting alphanumeric", ErrEncryption, newKeyID)}
 	}
 	if len(newKEK) != 32 {
