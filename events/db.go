@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -84,12 +85,15 @@ type DB struct {
 	group writeGroup
 	tips  map[string]tip
 	stmts stmtCache
-	enc   *codec // payload encryption state (codec.go)
-	ckpt  *checkpointer
-	locks runLocks
-	creds credLocks   // per-key locks of UpdateCredential (credentials.go)
-	pg    *pgState    // PostgreSQL only (postgres.go)
-	lite  *liteWriter // SQLite only: the writer's connection (litetx.go), under wmu
+	// rebound caches rebind's PostgreSQL statement texts (tx.go).
+	rebound  sync.Map
+	reboundN atomic.Int64
+	enc      *codec // payload encryption state (codec.go)
+	ckpt     *checkpointer
+	locks    runLocks
+	creds    credLocks   // per-key locks of UpdateCredential (credentials.go)
+	pg       *pgState    // PostgreSQL only (postgres.go)
+	lite     *liteWriter // SQLite only: the writer's connection (litetx.go), under wmu
 }
 
 type tip struct {

@@ -26,10 +26,28 @@ type Tx struct {
 	lite *liteTx
 }
 
+// rebind is db.x.Rebind(query) (PostgreSQL's $n placeholders), kept per
+// query: sqlx rebuilds the text on every call, and an append's statements
+// are a few hundred constant texts. At most maxRebound are kept.
+func (db *DB) rebind(query string) string {
+	if v, ok := db.rebound.Load(query); ok {
+		return v.(string)
+	}
+	r := db.x.Rebind(query)
+	if db.reboundN.Add(1) <= maxRebound {
+		db.rebound.Store(query, r)
+	}
+	return r
+}
+
+// maxRebound bounds DB.rebind's cache (a statement text built from data
+// would otherwise grow it without end).
+const maxRebound = 4096
+
 // Exec runs query with args through the database's statement cache.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if t.pipe != nil {
-		t.pipe.queue(t.db.x.Rebind(query), args, nil)
+		t.pipe.queue(t.db.rebind(query), args, nil)
 		return pipedResult{}, nil
 	}
 	if t.lite != nil {
@@ -49,7 +67,7 @@ func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) (Row, erro
 		if err := t.pipe.flush(ctx); err != nil {
 			return nil, err
 		}
-		return pgRow{t.pipe.conn.QueryRow(ctx, t.db.x.Rebind(query), args...)}, nil
+		return pgRow{t.pipe.conn.QueryRow(ctx, t.db.rebind(query), args...)}, nil
 	}
 	if t.lite != nil {
 		return t.lite.queryRow(ctx, query, args)
@@ -65,7 +83,7 @@ func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) (Row, erro
 // once on SQLite, at the next flush on a PostgreSQL append.
 func (t *Tx) execWrap(ctx context.Context, wrap func(error) error, query string, args ...any) error {
 	if t.pipe != nil {
-		t.pipe.queue(t.db.x.Rebind(query), args, wrap)
+		t.pipe.queue(t.db.rebind(query), args, wrap)
 		return nil
 	}
 	if _, err := t.Exec(ctx, query, args...); err != nil {
