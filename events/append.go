@@ -58,13 +58,10 @@ func (db *DB) insertEvents(ctx context.Context, tx *Tx, evs []Event) error {
 			if appendConflict(err) {
 				return fmt.Errorf("append to run %s at seq %d-%d: %w: someone else appended, reload the tail (%v)", runID, first, last, ErrConflict, err)
 			}
-			// The database's own fence (migration 0004), which agentctl's
-			// fence statement passed before: met only if the two disagree.
-			switch pe := pgError(err); {
-			case pe != nil && pe.Code == sqlstateFenceLost:
-				return fmt.Errorf("append to run %s: %w (%s)", runID, ErrLeaseLost, pe.Message)
-			case pe != nil && pe.Code == sqlstateFenceBusy:
-				return fmt.Errorf("append to run %s: %w (%s)", runID, ErrRunBusy, pe.Message)
+			// The fence: the events trigger checks the lease the
+			// member named (migration 0012; lease.go, fence).
+			if pe := pgError(err); pe != nil && (pe.Code == sqlstateFenceLost || pe.Code == sqlstateFenceBusy) {
+				return db.fenceRefused(runID, pe)
 			}
 			return &Error{Op: fmt.Sprintf("append %s… seq %d-%d", typ, first, last), Path: db.path, Err: classify(err)}
 		}, insertEventsStmt()[len(chunk)], args...)
@@ -121,14 +118,23 @@ func (db *DB) append(ctx context.Context, runID string, after int64, recs []Reco
 	var bound time.Time // of the transient retries without a lease: a TTL from the first failure
 	for attempt, failures := 1, 0; ; attempt++ {
 		m := &member{ctx: ctx, runID: runID, after: after, recs: recs, apply: apply, release: release}
+		sent := time.Now()
 		db.group.submit(db, m)
 		if m.err == nil {
+			db.leaseTaken(m, sent)
 			return m.evs, nil
 		}
 		// PostgreSQL may abort a transaction for another's sake (40001,
 		// 40P01); nothing of it committed, so it is run again.
 		if retryable(m.err) && attempt < maxAppendRetries {
 			continue
+		}
+		if db.pg != nil && errors.Is(m.err, ErrConflict) {
+			// A stale writer's insert meets the log's key before the
+			// trigger's fence: say that its lease is gone, if it is.
+			if lost := db.leaseGone(ctx, runID); lost != nil {
+				return nil, lost
+			}
 		}
 		if db.pg == nil || !Transient(m.err) {
 			return m.evs, m.err
@@ -146,6 +152,7 @@ func (db *DB) append(ctx context.Context, runID string, after int64, recs []Reco
 			return nil, m.err
 		}
 		if committed {
+			db.leaseTaken(m, sent)
 			return m.built, nil
 		}
 		db.pg.transient.Add(1)
@@ -203,9 +210,11 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member, flush bool) (
 	if db.pg != nil {
 		// Fencing: only the lease's current holder (or anyone, while no
 		// one holds a live lease) appends to the run.
-		if err := db.fence(ctx, tx, runID); err != nil {
+		newLease, err := db.fence(ctx, tx, runID)
+		if err != nil {
 			return nil, err
 		}
+		m.newLease = newLease
 	}
 	t, ok := tips[runID]
 	if !ok && m.after < 0 {

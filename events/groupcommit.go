@@ -37,8 +37,11 @@ type member struct {
 	// release: the member is the run's last commit by this process and
 	// releases its lease in the transaction (AppendFinal).
 	release bool
-	evs     []Event
-	err     error
+	// newLease: the member's transaction inserted the run's lease row
+	// (a new run's first commit, LockNewRun).
+	newLease bool
+	evs      []Event
+	err      error
 	// built are the events the member's last attempt inserted (set even
 	// when it failed): after a connection lost at the COMMIT, the log says
 	// whether they are in (append.go).

@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Run leases on PostgreSQL (docs/POSTGRES.md, "Leases and fencing").
@@ -84,6 +87,11 @@ type lease struct {
 	// deadline is when the lease lapses by this process's clock: the
 	// time the last successful claim or renewal was sent, plus the TTL.
 	deadline time.Time
+	// pending: a new run's lease (LockNewRun) whose row the run's first
+	// commit inserts; until that commit nothing of the run, its lease
+	// included, is in the database, so there is nothing to renew or
+	// release.
+	pending bool
 }
 
 // pgState is what a PostgreSQL DB holds beyond the pool: the run leases
@@ -183,13 +191,21 @@ RETURNING run_leases.run_id, run_leases.lease_epoch, c.state,
     e.seq, e.stream, e.type, e.payload, e.created_at, e.prev_hash, e.hash`
 	renewLease = `UPDATE run_leases SET lease_expires_at = now() + ?::bigint * interval '1 millisecond'
 WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`
-	// fenceHeld: the appender's lease is current, else the statement
-	// fails (sqlstateFenceLost); its FOR SHARE makes a concurrent claim
-	// wait for this transaction's end (migrations/sql/postgres/0003).
-	fenceHeld = `SELECT agentctl_fence_held(?, ?, ?)`
-	// fenceFree: an appender without a lease fails (sqlstateFenceBusy)
-	// when someone holds a live one.
-	fenceFree = `SELECT agentctl_fence_free(?)`
+	// nameLease names, for the rest of the transaction, the lease the
+	// appender holds on a run ("run epoch owner"), or none (""): the
+	// events trigger refuses the insert unless that lease is live
+	// (sqlstateFenceLost) or, naming none, nobody holds a live one
+	// (sqlstateFenceBusy); its FOR SHARE makes a concurrent claim wait for
+	// this transaction's end (migrations/sql/postgres/0012). A ROLLBACK TO
+	// SAVEPOINT takes the setting back with its member.
+	nameLease = `SELECT set_config('agentctl.lease', ?, true)`
+	// leaseLive counts (0 or 1) the live lease of a run at an epoch.
+	leaseLive = `SELECT count(*) FROM run_leases WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_expires_at > now()`
+	// insertNewLease takes the lease of a run that has no row yet, inside
+	// the run's first commit (LockNewRun): a row already there (a run id
+	// taken) fails the commit on the key.
+	insertNewLease = `INSERT INTO run_leases (run_id, owner, owner_key, lease_epoch, lease_expires_at)
+VALUES (?, ?, NULL, 1, now() + ?::bigint * interval '1 millisecond')`
 )
 
 // lockRunPostgres makes this process the run's writer by lease: it adopts
@@ -240,6 +256,40 @@ func (db *DB) lockRunPostgres(runID string) (func(), error) {
 	p.mu.Unlock()
 	db.startHeartbeat()
 	return db.releaseFunc(l), nil
+}
+
+// lockNewRunPostgres is LockNewRun on PostgreSQL: the lease is held here
+// at once and its row is inserted by the run's first commit (fence), whose
+// tip is known (the run has no event yet: a run id already in the log
+// fails that commit on the log's key).
+func (db *DB) lockNewRunPostgres(runID string) (func(), error) {
+	p := db.pg
+	p.mu.Lock()
+	if p.leases[runID] != nil {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrRunBusy, runID)
+	}
+	l := &lease{runID: runID, epoch: 1, adopted: true, pending: true, tip: &tip{}}
+	p.leases[runID] = l
+	p.mu.Unlock()
+	db.startHeartbeat()
+	return db.releaseFunc(l), nil
+}
+
+// leaseTaken settles a committed member that inserted its run's new
+// lease: the row is in, renewed from now on, lapsing TTL after the commit
+// was sent by this process's clock (the database's expiry is later).
+func (db *DB) leaseTaken(m *member, sent time.Time) {
+	if !m.newLease {
+		return
+	}
+	p := db.pg
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.leases[m.runID]; l != nil && l.pending {
+		l.pending = false
+		l.deadline = sent.Add(p.ttl)
+	}
 }
 
 // leasedError is LockRun's refusal of a run another process holds a live
@@ -407,41 +457,90 @@ func (db *DB) ReleaseClaim(runID string) {
 	}
 }
 
-// fence checks, inside the append transaction tx, that this process may
-// append to runID (see the lifecycle above). On a pipelined append the
-// check travels with the member's writes and its verdict is the member's
-// error at the flush, before anything commits.
-func (db *DB) fence(ctx context.Context, tx *Tx, runID string) error {
+// fence names, inside the append transaction tx, the lease this process
+// holds on runID (or none), which the events trigger checks when the
+// member's events are inserted (see the lifecycle above; insertEvents
+// reads its verdict). A new run's lease (LockNewRun) is inserted here, in
+// the run's first commit. On a pipelined append the statements travel
+// with the member's writes.
+func (db *DB) fence(ctx context.Context, tx *Tx, runID string) (newLease bool, err error) {
 	p := db.pg
 	p.mu.Lock()
 	l := p.leases[runID]
 	var epoch int64
-	var lost bool
+	var lost, pending bool
 	if l != nil {
-		epoch, lost = l.epoch, l.lost
+		epoch, lost, pending = l.epoch, l.lost, l.pending
 	}
 	p.mu.Unlock()
 	if lost {
-		return &LeaseLostError{RunID: runID, Epoch: epoch}
+		return false, &LeaseLostError{RunID: runID, Epoch: epoch}
 	}
 	failed := func(err error) error {
-		return &Error{Op: "append: check lease of run " + runID, Path: db.path, Err: classify(err)}
+		return &Error{Op: "append: name the lease of run " + runID, Path: db.path, Err: classify(err)}
 	}
 	if l == nil {
-		return tx.execWrap(ctx, func(err error) error {
-			if pe := pgError(err); pe != nil && pe.Code == sqlstateFenceBusy {
-				return fmt.Errorf("append to run %s: %w (%s)", runID, ErrRunBusy, pe.Message)
-			}
-			return failed(err)
-		}, fenceFree, runID)
+		return false, tx.execWrap(ctx, failed, nameLease, "")
 	}
-	return tx.execWrap(ctx, func(err error) error {
-		if pgCode(err) == sqlstateFenceLost {
-			db.loseLease(l)
-			return &LeaseLostError{RunID: runID, Epoch: epoch}
+	if pending {
+		err := tx.execWrap(ctx, func(err error) error {
+			if pgCode(err) == sqlstateUniqueViolation {
+				return fmt.Errorf("append to run %s: %w: the run's lease row exists already (%v)", runID, ErrRunBusy, err)
+			}
+			return &Error{Op: "append: take the lease of new run " + runID, Path: db.path, Err: classify(err)}
+		}, insertNewLease, runID, p.owner, p.ttl.Milliseconds())
+		if err != nil {
+			return false, err
 		}
-		return failed(err)
-	}, fenceHeld, runID, p.owner, epoch)
+	}
+	return pending, tx.execWrap(ctx, failed, nameLease, runID+" "+strconv.FormatInt(epoch, 10)+" "+p.owner)
+}
+
+// leaseGone asks, after an append of runID refused as a conflict, whether
+// this process's lease of the run is still live; if not the lease is lost
+// (as the trigger's fence would have said) and that is the error. nil when
+// the lease is live, when there is none, or when the database cannot say.
+func (db *DB) leaseGone(ctx context.Context, runID string) error {
+	p := db.pg
+	p.mu.Lock()
+	l := p.leases[runID]
+	var epoch int64
+	live := l != nil && !l.pending && !l.lost
+	if live {
+		epoch = l.epoch
+	}
+	p.mu.Unlock()
+	if !live {
+		return nil
+	}
+	var n int
+	err := db.x.QueryRowContext(context.WithoutCancel(ctx), leaseLive, runID, p.owner, epoch).Scan(&n)
+	if err != nil || n > 0 {
+		return nil
+	}
+	db.loseLease(l)
+	return &LeaseLostError{RunID: runID, Epoch: epoch}
+}
+
+// fenceRefused is the error of an events insert the trigger refused for
+// its lease: lost (this process's lease of the run is gone: every later
+// append fails at once) or busy (another process holds it).
+func (db *DB) fenceRefused(runID string, pe *pgconn.PgError) error {
+	if pe.Code == sqlstateFenceBusy {
+		return fmt.Errorf("append to run %s: %w (%s)", runID, ErrRunBusy, pe.Message)
+	}
+	db.pg.mu.Lock()
+	l := db.pg.leases[runID]
+	var epoch int64
+	if l != nil {
+		epoch = l.epoch
+	}
+	db.pg.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("append to run %s: %w (%s)", runID, ErrLeaseLost, pe.Message)
+	}
+	db.loseLease(l)
+	return &LeaseLostError{RunID: runID, Epoch: epoch}
 }
 
 // loseLease records that l is no longer ours: counted once, and every
@@ -509,7 +608,7 @@ func (db *DB) renewLeases(ctx context.Context) (lost, failed int) {
 	ttl := p.ttl
 	held := make([]*lease, 0, len(p.leases))
 	for _, l := range p.leases {
-		if !l.lost {
+		if !l.lost && !l.pending {
 			held = append(held, l)
 		}
 	}

@@ -108,9 +108,9 @@ func (db *DB) releaseLease(l *lease) {
 		return
 	}
 	delete(p.leases, l.runID)
-	lost := l.lost
+	skip := l.lost || l.pending // a pending lease has no row yet
 	p.mu.Unlock()
-	if lost {
+	if skip {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.ttl)

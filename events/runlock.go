@@ -49,6 +49,23 @@ func (db *DB) LockRun(runID string) (unlock func(), err error) {
 	if db.pg != nil {
 		return db.lockRunPostgres(runID)
 	}
+	return db.lockRunFile(runID)
+}
+
+// LockNewRun is LockRun for a run this process is creating: its id is new
+// and nothing of it is recorded yet. On PostgreSQL the lease's row is
+// inserted by the run's first commit rather than by a commit of its own
+// (one commit per run fewer), and that commit skips reading the tip; on
+// SQLite it is LockRun.
+func (db *DB) LockNewRun(runID string) (unlock func(), err error) {
+	if db.pg != nil {
+		return db.lockNewRunPostgres(runID)
+	}
+	return db.lockRunFile(runID)
+}
+
+// lockRunFile is LockRun on SQLite: a byte lock of the database file.
+func (db *DB) lockRunFile(runID string) (unlock func(), err error) {
 	l := &db.locks
 	l.mu.Lock()
 	defer l.mu.Unlock()

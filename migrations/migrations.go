@@ -39,7 +39,7 @@ const (
 const Latest = 20
 
 // LatestPostgres is the schema version a migrated PostgreSQL database ends at.
-const LatestPostgres = 11
+const LatestPostgres = 12
 
 // LatestFor is the current schema version of backend b.
 func LatestFor(b Backend) int {

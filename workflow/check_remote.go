@@ -81,7 +81,7 @@ func (r *Runner) CheckRemote(ctx context.Context, wf *spec.Workflow, opts RunOpt
 		newID = func() string { return NewRunID("run") }
 	}
 	rn := newRun(r, wf, newID(), map[string]any{})
-	unlock, err := r.DB.LockRun(rn.id)
+	unlock, err := r.DB.LockNewRun(rn.id)
 	if err != nil {
 		return nil, err
 	}

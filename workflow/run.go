@@ -149,7 +149,7 @@ func (r *Runner) Run(ctx context.Context, wf *spec.Workflow, inputs map[string]a
 		rn.concurrency = opts.Concurrency
 	}
 	// Held while the run goes on, so that a resume of it waits its end.
-	unlock, err := r.DB.LockRun(rn.id)
+	unlock, err := r.DB.LockNewRun(rn.id)
 	if err != nil {
 		return nil, err
 	}
