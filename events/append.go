@@ -199,12 +199,13 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 // appendMember writes one member's events and projections inside the
-// batch transaction tx. flush sends a PostgreSQL member's queued
-// statements before it returns, so that its outcome is known (a member of
-// a group); a lone member's travel with the COMMIT instead. tips holds the tips this batch has already moved
+// batch transaction tx. On PostgreSQL its statements are queued: they
+// travel with the COMMIT, or with the next read (pgpipe.go), and a
+// statement the server refuses is blamed on its member at that flush
+// (groupcommit.go, rerunAfterAbort). tips holds the tips this batch has already moved
 // (they are in tx, not yet committed); the member's tip is set there on
 // success.
-func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member, flush bool) ([]Event, error) {
+func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member) ([]Event, error) {
 	ctx := context.WithoutCancel(m.ctx) // a cancelled statement would roll back the whole batch
 	runID := m.runID
 	if db.pg != nil {
@@ -273,14 +274,6 @@ func (db *DB) appendMember(tx *Tx, tips map[string]tip, m *member, flush bool) (
 	}
 	if m.release {
 		if err := db.releaseInTx(ctx, tx, runID); err != nil {
-			return nil, err
-		}
-	}
-	// A PostgreSQL member of a group sends its statements now, in one
-	// round trip: the fence's verdict and every statement's error are
-	// known before its savepoint is released.
-	if flush {
-		if err := tx.flush(ctx); err != nil {
 			return nil, err
 		}
 	}

@@ -180,13 +180,48 @@ func (db *DB) commitBatch(batch []*member) {
 	}
 }
 
+// rerunAfterAbort settles a pipelined group whose transaction the server
+// aborted while member cur was appending (-1: at the COMMIT): the member
+// whose statement failed keeps that statement's error (cur's own error
+// when no member is to blame: its flush met a failed connection or
+// transaction), and every other member without an error of its own is
+// returned, with no outcome, to run again in a new transaction. The
+// deferred rollback ends tx.
+func (db *DB) rerunAfterAbort(tx *Tx, live []*member, cur int) (again []*member) {
+	j, err := tx.blamed()
+	if j < 0 || j == cur {
+		j = cur
+		if j >= 0 {
+			err = live[j].err // as appendMember shaped it
+		}
+	}
+	for k, o := range live {
+		switch {
+		case k == j:
+			o.evs, o.err = nil, err
+			delete(db.tips, o.runID)
+		case o.err == nil || k == cur:
+			// k == cur: its error was another member's failure.
+			o.evs, o.err = nil, nil
+			again = append(again, o)
+		default:
+			// rolled back to its savepoint earlier, with its own error
+			o.evs = nil
+			delete(db.tips, o.runID)
+		}
+	}
+	return again
+}
+
 // commitMembers appends every live member inside tx, each in a savepoint
 // when there are several, and commits. On a pipelined PostgreSQL
-// transaction a member whose statements the server refused leaves it
-// aborted (no savepoint can be trusted then: a batch that failed while
-// preparing ran none of its statements, its SAVEPOINT and the previous
-// member's RELEASE included): that member keeps its error, and the others
-// are returned, with no outcome, to be run again in a new transaction.
+// transaction the members' statements travel together, with the COMMIT
+// (or before a read); a member whose statement the server refused leaves
+// the transaction aborted (no savepoint can be trusted then: a batch that
+// failed while preparing ran none of its statements, its SAVEPOINT and the
+// previous member's RELEASE included): that member keeps its error, and
+// the others are returned, with no outcome, to be run again in a new
+// transaction (rerunAfterAbort).
 func (db *DB) commitMembers(tx *Tx, live []*member, fail func(error), started time.Time) (again []*member) {
 	ctx := context.Background()
 	tips := map[string]tip{} // tips moved in this transaction
@@ -194,32 +229,24 @@ func (db *DB) commitMembers(tx *Tx, live []*member, fail func(error), started ti
 	ok := 0
 	if len(live) == 1 {
 		m := live[0]
-		if m.evs, m.err = db.appendMember(tx, tips, m, false); m.err != nil {
+		if m.evs, m.err = db.appendMember(tx, tips, m); m.err != nil {
 			delete(db.tips, m.runID)
 			return
 		}
 		ok = 1
 	} else {
-		for _, m := range live {
+		for i, m := range live {
 			if _, err := tx.Exec(ctx, "SAVEPOINT append_member"); err != nil {
 				fail(&Error{Op: "append: savepoint", Path: db.path, Err: classify(err)})
 				return
 			}
 			mark := tx.mark()
-			m.evs, m.err = db.appendMember(tx, tips, m, true)
+			tx.own(i)
+			m.evs, m.err = db.appendMember(tx, tips, m)
+			tx.own(-1)
 			end := []string{"RELEASE append_member"}
 			if m.err != nil && tx.aborted() {
-				failed[m.runID] = true
-				for _, o := range live {
-					if o != m && o.err == nil { // committed nothing: tx rolls back
-						o.evs = nil
-						again = append(again, o)
-					}
-				}
-				for run := range failed {
-					delete(db.tips, run)
-				}
-				return again // the deferred rollback ends tx
+				return db.rerunAfterAbort(tx, live, i)
 			}
 			if m.err != nil {
 				tx.discardSince(mark)
@@ -243,6 +270,9 @@ func (db *DB) commitMembers(tx *Tx, live []*member, fail func(error), started ti
 		return
 	}
 	if err := tx.Commit(); err != nil {
+		if j, _ := tx.blamed(); j >= 0 && len(live) > 1 {
+			return db.rerunAfterAbort(tx, live, -1) // a member's statement failed with the COMMIT's batch
+		}
 		if tx.pipe == nil {
 			err = &Error{Op: "append: commit", Path: db.path, Err: classify(err)}
 		} // else shaped already: a lone member's statements failed with the COMMIT's batch, or the COMMIT did

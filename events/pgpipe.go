@@ -17,16 +17,19 @@ import (
 // event rows, the projection writes): sent one by one they cost more than
 // the commits themselves (BENCHMARKS.md, PostgreSQL). An append
 // transaction therefore queues its writes and sends them as one pgx batch
-// (one round trip, pipelined) when it needs an answer: at COMMIT, at the
-// end of each member of a group commit, and before a read. A lone append
-// (BEGIN, fence, rows, projections, COMMIT) is one round trip; a group of
-// n members n + 1.
+// (one round trip, pipelined) when it needs an answer: at COMMIT and
+// before a read. A lone append (BEGIN, lease, rows, projections, COMMIT)
+// is one round trip, and so is a group of n members, each in a savepoint:
+// a member whose statement fails aborts the transaction, which is rolled
+// back whole; that member keeps its error and the others run again in a
+// new one (groupcommit.go), each statement tagged with its member.
 //
-// Nothing changes in what is decided: the fence is a statement that fails
-// (migration 0003), so a lost lease aborts the transaction before its
-// COMMIT runs; PostgreSQL skips every statement after a failing one; a
-// group member's outcome is read before its savepoint is released; and a
-// statement's error reaches the append that queued it, with its wrapping.
+// Nothing changes in what is decided: the fence is the events trigger's
+// (migration 0012), so a lost lease aborts the transaction before its
+// COMMIT runs; PostgreSQL skips every statement after a failing one, so
+// nothing commits unless every statement of every committed member ran;
+// and a statement's error reaches the append that queued it, with its
+// wrapping.
 
 // pgPipe is the queue of one PostgreSQL append transaction. It holds the
 // raw pgx connection for the transaction's life (inside sql.Conn.Raw).
@@ -38,6 +41,13 @@ type pgPipe struct {
 	// flushes counts batches sent, so that a mark knows whether what it
 	// marked is still queued.
 	flushes int
+	// owner tags what is queued now with the group-commit member it
+	// belongs to (its index in the batch; -1: the transaction's own);
+	// blame is the owner of the statement that failed the last failed
+	// flush, and failure its shaped error.
+	owner   int
+	blame   int
+	failure error
 }
 
 // pipeMark is a point in a transaction's queue (Tx.mark).
@@ -58,6 +68,7 @@ func statementHead(q string) string {
 type pipeItem struct {
 	query string
 	wrap  func(error) error
+	owner int
 }
 
 // Row is the one-row result a transaction's query hands its caller: a
@@ -85,7 +96,7 @@ func (p *pgPipe) queue(query string, args []any, wrap func(error) error) {
 		p.batch = &pgx.Batch{}
 	}
 	p.batch.Queue(query, args...)
-	p.items = append(p.items, pipeItem{query: query, wrap: wrap})
+	p.items = append(p.items, pipeItem{query: query, wrap: wrap, owner: p.owner})
 }
 
 // flush sends what is queued in one round trip and reads every result in
@@ -115,6 +126,7 @@ func (p *pgPipe) flush(ctx context.Context) error {
 				err = &Error{Op: "statement " + statementHead(it.query), Err: classify(err)}
 			}
 			first = err
+			p.blame, p.failure = it.owner, err
 			break
 		}
 	}
@@ -176,7 +188,7 @@ func (db *DB) withPipe(ctx context.Context, fn func(tx *Tx)) error {
 		if !ok {
 			return fmt.Errorf("events: PostgreSQL connection is a %T, not pgx's", dc)
 		}
-		p := &pgPipe{conn: sc.Conn()}
+		p := &pgPipe{conn: sc.Conn(), owner: -1, blame: -1}
 		tx := &Tx{db: db, pipe: p}
 		p.queue("BEGIN", nil, nil)
 		p.open = true
@@ -210,6 +222,24 @@ func (t *Tx) commitPipe() error {
 		_ = p.simple(context.Background(), "ROLLBACK")
 	}
 	return err
+}
+
+// own tags the statements queued from now on with member i of a group
+// commit (-1: the transaction's own); nothing on SQLite.
+func (t *Tx) own(i int) {
+	if t.pipe != nil {
+		t.pipe.owner = i
+	}
+}
+
+// blamed returns the member whose statement failed the pipelined
+// transaction, and that statement's error (-1 when none did: BEGIN,
+// COMMIT or the connection failed, or on SQLite).
+func (t *Tx) blamed() (int, error) {
+	if t.pipe == nil {
+		return -1, nil
+	}
+	return t.pipe.blame, t.pipe.failure
 }
 
 // aborted reports a pipelined transaction the server aborted (a statement

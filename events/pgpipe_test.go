@@ -176,3 +176,54 @@ func TestPostgres_GroupRecoversFromAnAbortedMember(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgres_GroupIsOneRoundTrip: a group commit of several members
+// sends every member's statements, each in its savepoint, with the COMMIT:
+// one round trip for the batch, not one per member plus the COMMIT.
+func TestPostgres_GroupIsOneRoundTrip(t *testing.T) {
+	relay, dsn := testkit.NewPGRelay(t, testkit.PostgresDB(t))
+	db := testkit.OpenDB(t, dsn, events.Options{})
+	ctx := context.Background()
+	recs := []events.Record{{Stream: "run", Type: "test.a"}, {Stream: "run", Type: "test.b"}}
+	runs := []string{"g-lead", "g1", "g2", "g3", "g4"}
+	for _, run := range runs { // the tips known, the statements prepared
+		if _, err := db.Append(ctx, run, recs, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joined := make(chan bool, len(runs))
+	events.SetQueuedHook(db, func(lead bool) { joined <- lead })
+	defer events.SetQueuedHook(db, nil)
+	// The first group prepares the savepoint statements on the connection
+	// (a round trip of its own); the second is measured.
+	for round := range 2 {
+		before, commits := relay.RoundTrips(), db.CommitStats().Commits
+		errs := make([]error, len(runs))
+		done := make(chan int, len(runs))
+		release := events.HoldWriter(db) // the leader commits alone; the four others queue behind it
+		for i, run := range runs {
+			go func() { _, errs[i] = db.Append(ctx, run, recs, nil); done <- i }()
+			<-joined
+		}
+		release()
+		for range runs {
+			<-done
+		}
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: append to %s: %v", round, runs[i], err)
+			}
+		}
+		if got := db.CommitStats().Commits - commits; got != 2 {
+			t.Fatalf("round %d: commits = %d; want 2 (the leader's, then the group of four)", round, got)
+		}
+		if got := relay.RoundTrips() - before; round == 1 && got != 2 {
+			t.Errorf("round trips = %d; want 2 (one per commit)", got)
+		}
+	}
+	for _, run := range runs {
+		if n, err := db.VerifyRun(ctx, run); err != nil || n != 6 {
+			t.Fatalf("VerifyRun(%s) = %d, %v; want 6 events", run, n, err)
+		}
+	}
+}
