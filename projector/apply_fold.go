@@ -47,12 +47,40 @@ type callRow struct {
 	schemaDigest              any
 }
 
+// sessionRow is a protocol_sessions row inserted by this batch
+// (session.opened), with the catalog digest a session.catalog of the same
+// batch sets.
+type sessionRow struct {
+	runID, remote       string
+	generation          int
+	taskID, url, status string
+	sessionIDDigest     any
+	protocolVersion     string
+	serverInfo          any
+	sourceRunID         any
+	sourceTaskID        any
+	catalogDigest       any
+	createdAt           string
+	updatedAt           string
+}
+
 // fold holds the rows a batch inserted and has not written yet.
 type fold struct {
 	tasks    []*taskRow
 	taskByID map[taskKey]*taskRow
 	calls    []*callRow
 	callByID map[string]*callRow
+	sessions []*sessionRow
+}
+
+// pendingSession is the unwritten row of (remote, generation), or nil.
+func (f *fold) pendingSession(remote string, generation int) *sessionRow {
+	for _, r := range f.sessions {
+		if r.remote == remote && r.generation == generation {
+			return r
+		}
+	}
+	return nil
 }
 
 // pendingCall is the unwritten row of effectID, or nil.
@@ -86,6 +114,29 @@ func (f *fold) apply(ctx context.Context, tx *events.Tx, e events.Event) (bool, 
 		}
 		r.state, r.errText, r.finishedAt, r.updatedAt = p.State, nullable(clearText(e, p.Error)), e.CreatedAt, e.CreatedAt
 		return true, nil
+	case vocab.TypeSessionOpened:
+		p, err := vocab.Decode[vocab.SessionOpened](e)
+		if err != nil {
+			return true, err
+		}
+		if f.pendingSession(p.Remote, p.Generation) != nil {
+			return false, nil // opened twice in one batch: as the statements would, one by one
+		}
+		f.sessions = append(f.sessions, &sessionRow{runID: e.RunID, remote: p.Remote, generation: p.Generation, taskID: p.TaskID, url: p.URL,
+			status: sessionStatus(p), sessionIDDigest: nullable(p.SessionIDDigest), protocolVersion: p.ProtocolVersion,
+			serverInfo: nullable(clearJSON(e, p.ServerInfo)), sourceRunID: nullable(p.SourceRunID), sourceTaskID: nullable(p.SourceTaskID),
+			createdAt: e.CreatedAt, updatedAt: e.CreatedAt})
+		return true, nil
+	case vocab.TypeSessionCatalog:
+		p, err := vocab.Decode[vocab.SessionCatalog](e)
+		if err != nil {
+			return true, err
+		}
+		if r := f.pendingSession(p.Remote, p.Generation); r != nil {
+			r.catalogDigest, r.updatedAt = p.CatalogDigest, e.CreatedAt
+			return true, nil
+		}
+		return true, applySessionCatalog(ctx, tx, e, p)
 	case vocab.TypeCallPrepared:
 		p, err := vocab.Decode[vocab.CallPrepared](e)
 		if err != nil {
@@ -209,6 +260,13 @@ func (f *fold) flush(ctx context.Context, tx *events.Tx) error {
 			return fmt.Errorf("project call %s: %w", p.EffectID, err)
 		}
 	}
-	f.tasks, f.taskByID, f.calls, f.callByID = f.tasks[:0], nil, f.calls[:0], nil
+	for _, r := range f.sessions {
+		if err := exec(ctx, tx, `INSERT INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, source_run_id, source_task_id, catalog_digest, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.runID, r.taskID, r.remote, r.generation, r.url, r.status, r.sessionIDDigest, r.protocolVersion, r.serverInfo, r.sourceRunID, r.sourceTaskID,
+			r.catalogDigest, r.createdAt, r.updatedAt); err != nil {
+			return fmt.Errorf("project session %s generation %d: %w", r.remote, r.generation, err)
+		}
+	}
+	f.tasks, f.taskByID, f.calls, f.callByID, f.sessions = f.tasks[:0], nil, f.calls[:0], nil, f.sessions[:0]
 	return nil
 }

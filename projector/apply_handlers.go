@@ -65,16 +65,20 @@ func applyTaskFinished(ctx context.Context, tx *events.Tx, e events.Event, p voc
 		p.State, nullable(clearText(e, p.Error)), e.CreatedAt, e.CreatedAt, e.RunID, p.TaskID, p.Attempt)
 }
 
+// sessionStatus is the status a session.opened gives its row.
+func sessionStatus(p vocab.SessionOpened) string {
+	switch {
+	case p.SourceRunID != "":
+		return "recorded"
+	case p.Generation > 1:
+		return "reinitialized"
+	}
+	return "initialized"
+}
+
 func applySessionOpened(ctx context.Context, tx *events.Tx, e events.Event, p vocab.SessionOpened) error {
-	status := "initialized"
-	if p.Generation > 1 {
-		status = "reinitialized"
-	}
-	if p.SourceRunID != "" {
-		status = "recorded"
-	}
 	return exec(ctx, tx, `INSERT INTO protocol_sessions (run_id, task_id, remote, generation, url, status, session_id_digest, protocol_version, server_info, source_run_id, source_task_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.RunID, p.TaskID, p.Remote, p.Generation, p.URL, status, nullable(p.SessionIDDigest), p.ProtocolVersion, nullable(clearJSON(e, p.ServerInfo)), nullable(p.SourceRunID), nullable(p.SourceTaskID), e.CreatedAt, e.CreatedAt)
+		e.RunID, p.TaskID, p.Remote, p.Generation, p.URL, sessionStatus(p), nullable(p.SessionIDDigest), p.ProtocolVersion, nullable(clearJSON(e, p.ServerInfo)), nullable(p.SourceRunID), nullable(p.SourceTaskID), e.CreatedAt, e.CreatedAt)
 }
 
 func applySessionCatalog(ctx context.Context, tx *events.Tx, e events.Event, p vocab.SessionCatalog) error {
