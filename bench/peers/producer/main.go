@@ -49,7 +49,7 @@ type timing struct {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("producer", flag.ContinueOnError)
-	mode := fs.String("mode", "submit", "submit, run or queue")
+	mode := fs.String("mode", "submit", "submit, run, queue or runs")
 	db := fs.String("db", "", "agentctl's database (a SQLite path or a postgres:// URL)")
 	file := fs.String("wf", "", "the workflow file")
 	n := fs.Int("n", 1, "runs to queue")
@@ -116,8 +116,10 @@ func run(args []string) error {
 			}
 			return nil
 		})
+	case "runs":
+		err = part("runs", func() error { return runMany(ctx, edb, wf, *n, *conc) })
 	default:
-		return fmt.Errorf("-mode %q: want submit, run or queue", *mode)
+		return fmt.Errorf("-mode %q: want submit, run, queue or runs", *mode)
 	}
 	if err != nil {
 		return err
@@ -157,6 +159,42 @@ func submit(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int)
 		return fmt.Errorf("submit: %w", err)
 	}
 	return nil
+}
+
+// runMany executes n runs of wf in this process, conc at once, through
+// workflow.Runner.Run with one session pool: what `agentctl run --inputs`
+// does, and what dbos.RunWorkflow in a loop does for DBOS.
+func runMany(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int) error {
+	pool := workflow.NewSessionPool()
+	defer pool.Close()
+	var next atomic.Int64
+	errs := make(chan error, conc)
+	var wg sync.WaitGroup
+	for range min(conc, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &workflow.Runner{DB: edb, Sessions: pool}
+			for next.Add(1) <= int64(n) {
+				res, err := r.Run(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "run"})
+				if err == nil && res.State != "succeeded" {
+					err = fmt.Errorf("run %s ended %s", res.RunID, res.State)
+				}
+				if err != nil {
+					errs <- err
+					next.Store(int64(n))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
 }
 
 // cpuTime returns this process's CPU time so far (user + system).
