@@ -4,12 +4,14 @@
 //	producer -mode submit -db DSN -wf FILE -n N -conc K   # queue N runs, K at once
 //	producer -mode run    -db DSN -wf FILE                # one run, in this process
 //	producer -mode queue  -db DSN -wf FILE -n N -conc K   # queue N runs, then drain them here
+//	producer -mode runs   -db DSN -wf FILE -n N -conc K   # execute N runs here, K at once, no queue
 //
-// submit is the producer of agentctl's many-runs shapes: what `agentctl
-// submit` calls (workflow.Runner.Submit), without a process per run. run
-// and queue measure agentctl through its Go API alone (workflow.Runner.Run,
-// worker.Worker), with no process start in the timed part: they print
-// the timed part's wall and CPU as JSON on stdout.
+// submit is the producer of agentctl's queued many-runs path: what
+// `agentctl submit` calls (workflow.Runner.Submit), without a process per
+// run. run, runs and queue measure agentctl through its Go API alone
+// (workflow.Runner.Run: one run, or N sharing one session pool as `agentctl
+// run --inputs` does; worker.Worker), with no process start in the timed
+// part: they print the timed part's wall and CPU as JSON on stdout.
 //
 // It is a module of its own that requires agentctl alone, so it is built
 // with exactly agentctl's dependency versions, as the agentctl binary is.
@@ -40,7 +42,7 @@ func main() {
 	}
 }
 
-// timing is what run and queue print: the timed part's wall and CPU
+// timing is what run, runs and queue print: the timed part's wall and CPU
 // (this process, user + system) by part, in nanoseconds.
 type timing struct {
 	Wall map[string]time.Duration `json:"wallNs"`
@@ -52,8 +54,8 @@ func run(args []string) error {
 	mode := fs.String("mode", "submit", "submit, run, queue or runs")
 	db := fs.String("db", "", "agentctl's database (a SQLite path or a postgres:// URL)")
 	file := fs.String("wf", "", "the workflow file")
-	n := fs.Int("n", 1, "runs to queue")
-	conc := fs.Int("conc", 1, "submits at once, and (queue) runs executed at once")
+	n := fs.Int("n", 1, "runs to queue (runs: to execute)")
+	conc := fs.Int("conc", 1, "submits at once, and (queue, runs) runs executed at once")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
