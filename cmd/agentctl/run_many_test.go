@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/transport/mcptest"
 	"github.com/agentctl/agentctl/workflow"
@@ -307,5 +308,38 @@ func TestCLI_RunInputsInterrupted(t *testing.T) {
 	}
 	if got := len(runStates(t, db)); got != k {
 		t.Fatalf("%d runs recorded, want %d", got, k)
+	}
+}
+
+// TestCLI_RunInputsCommits: run --inputs sets no per-event observer, so
+// each run's run.created rides its first commit: N runs one at a time
+// cost exactly N times the commits of one `agentctl run --output json`
+// (no observer either), and one commit fewer per run than a run shown
+// with progress (--output human). Not parallel: it wraps testHooks.
+func TestCLI_RunInputsCommits(t *testing.T) {
+	srv := mcptest.Start(t, mcptest.Options{}, (&qTool{}).def())
+	wf := inputsWorkflow(t, srv.URL)
+	commits := func(args ...string) uint64 {
+		t.Helper()
+		var db *events.DB
+		prev := testHooks.runner
+		testHooks.runner = func(r *workflow.Runner) {
+			db = r.DB
+			if prev != nil {
+				prev(r)
+			}
+		}
+		defer func() { testHooks.runner = prev }()
+		if _, stderr, code := cli(t, append(args, "--db", filepath.Join(t.TempDir(), "a.db"))...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		return uint64(db.CommitStats().Commits)
+	}
+	single := commits("run", wf, "--input", "q=a", "--output", "json")
+	shown := commits("run", wf, "--input", "q=a")
+	const n = 4
+	many := commits("run", wf, "--inputs", writeLines(t, `{"q": "a"}`, `{"q": "b"}`, `{"q": "c"}`, `{"q": "d"}`), "--output", "json")
+	if many != n*single || shown != single+1 {
+		t.Fatalf("commits: %d runs with --inputs %d, want %d × %d; one run shown with progress %d, want %d", n, many, n, single, shown, single+1)
 	}
 }
