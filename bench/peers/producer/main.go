@@ -24,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -56,6 +57,7 @@ func run(args []string) error {
 	file := fs.String("wf", "", "the workflow file")
 	n := fs.Int("n", 1, "runs to queue (runs: to execute)")
 	conc := fs.Int("conc", 1, "submits at once, and (queue, runs) runs executed at once")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed parts to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -74,6 +76,13 @@ func run(args []string) error {
 	defer edb.Close()
 	t := timing{Wall: map[string]time.Duration{}, CPU: map[string]time.Duration{}}
 	part := func(name string, fn func() error) error {
+		if *cpuProfile != "" {
+			stop, err := startProfile(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 		start, cpu0 := time.Now(), cpuTime()
 		err := fn()
 		t.Wall[name], t.CPU[name] = time.Since(start), cpuTime()-cpu0
@@ -197,6 +206,23 @@ func runMany(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int
 		all = append(all, err)
 	}
 	return errors.Join(all...)
+}
+
+// startProfile starts a CPU profile into path (a part's: the last part
+// profiled overwrites it) and returns the function that stops it.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // cpuTime returns this process's CPU time so far (user + system).
