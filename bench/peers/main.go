@@ -233,7 +233,7 @@ func run(ctx context.Context, cfg config) error {
 					return fmt.Errorf("round %d, %s, %s: %w", round+1, sh.name, sys, err)
 				}
 				res.add(sh.name, sys, s)
-				fmt.Fprintf(os.Stderr, "round %d  %-8s  %-36s  %8s ms/call  %7.0f calls/s  cpu %s ms/call\n",
+				fmt.Fprintf(os.Stderr, "round %d  %-8s  %-52s  %8s ms/call  %7.0f calls/s  cpu %s ms/call\n",
 					round+1, sh.name, sys, ms(s.perCall(s.Wall)), s.rate(), ms(s.perCall(s.CPU)))
 			}
 		}
