@@ -158,3 +158,17 @@ func stateFor(code int, err error) string {
 	}
 	return stateForExit(code)
 }
+
+// WorstExit is the exit code of a batch of runs (`agentctl run --inputs`):
+// the worst of codes by the rule a run's worst task follows (uncertain
+// beats cancelled beats any other failure beats success), the earliest of
+// codes on a tie; 0 for none.
+func WorstExit(codes ...int) int {
+	worst := ExitOK
+	for _, c := range codes {
+		if severity(c) > severity(worst) {
+			worst = c
+		}
+	}
+	return worst
+}

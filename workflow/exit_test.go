@@ -86,3 +86,25 @@ func TestExitFor_Table(t *testing.T) {
 		}
 	}
 }
+
+// TestWorstExit: a batch of runs exits with its worst run's code, as a
+// run exits with its worst task's: uncertain beats cancelled beats any
+// other failure (the earliest of them) beats success.
+func TestWorstExit(t *testing.T) {
+	for _, tc := range []struct {
+		codes []int
+		want  int
+	}{
+		{nil, ExitOK},
+		{[]int{0, 0}, ExitOK},
+		{[]int{0, 4, 0}, ExitFailed},
+		{[]int{6, 4}, ExitRemote},
+		{[]int{4, 6}, ExitFailed},
+		{[]int{4, 130, 5}, ExitCancelled},
+		{[]int{130, 3, 4}, ExitUncertain},
+	} {
+		if got := WorstExit(tc.codes...); got != tc.want {
+			t.Errorf("WorstExit(%v) = %d, want %d", tc.codes, got, tc.want)
+		}
+	}
+}

@@ -14,17 +14,19 @@ import (
 // agentSample is what agentctlShape measured beyond the wall time: the
 // CPU of the processes it ran and the wall time of each part.
 type agentSample struct {
-	wall  time.Duration // the timed part (Go API only: the producer's own timing)
+	// wall is the timed part: the processes' wall times (the run count
+	// checked around them left out), or the producer's own timing.
+	wall  time.Duration
 	cpu   time.Duration
 	parts map[string]time.Duration
 }
 
-// agentctlShape runs sh with agentctl as users run it. The one-run shapes
-// are one `agentctl run` process. The many-runs shapes queue the runs from
-// one producer process (bench/peers/producer: workflow.Runner.Submit, what
-// `agentctl submit` calls, in-flight at once for shape 4), then one
-// `agentctl worker --drain --concurrency K` executes them. db is agentctl's
-// database: the PostgreSQL schema, or the SQLite file.
+// agentctlShape runs sh with agentctl as users run it, in one process
+// each: the one-run shapes are one `agentctl run`; the many-runs shapes
+// are one `agentctl run one.yaml --inputs FILE --runs-in-flight K`, which
+// executes the runs in its process directly, as dbos.RunWorkflow does for
+// DBOS. db is agentctl's database: the PostgreSQL schema, or the SQLite
+// file.
 func (e *env) agentctlShape(ctx context.Context, sh shape, db string) (agentSample, error) {
 	if !sh.oneCall {
 		file := "seq.yaml"
@@ -35,29 +37,56 @@ func (e *env) agentctlShape(ctx context.Context, sh shape, db string) (agentSamp
 		if err != nil {
 			return agentSample{}, err
 		}
-		return agentSample{cpu: cpu, parts: map[string]time.Duration{"run": d}}, nil
+		return agentSample{wall: d, cpu: cpu, parts: map[string]time.Duration{"run": d}}, nil
 	}
+	var a agentSample
+	err := e.checkRuns(ctx, db, sh.calls, func() error {
+		d, cpu, err := e.process(ctx, e.cfg.agentctl, "run", filepath.Join(e.dir, "one.yaml"), "--inputs", e.inputsFile(sh.calls),
+			"--runs-in-flight", strconv.Itoa(sh.inFlight), "--db", db, "--output", "json")
+		a = agentSample{wall: d, cpu: cpu, parts: map[string]time.Duration{"run --inputs": d}}
+		return err
+	})
+	return a, err
+}
+
+// agentctlQueuedShape runs a many-runs shape through agentctl's queue, as
+// a fleet does: one producer process (bench/peers/producer:
+// workflow.Runner.Submit, what `agentctl submit` calls, in-flight at once
+// for shape 4) queues the runs, then one `agentctl worker --drain
+// --concurrency K` claims and executes them.
+func (e *env) agentctlQueuedShape(ctx context.Context, sh shape, db string) (agentSample, error) {
+	var a agentSample
+	err := e.checkRuns(ctx, db, sh.calls, func() error {
+		dSubmit, cpuSubmit, err := e.process(ctx, e.cfg.producer, "-mode", "submit", "-db", db, "-wf", filepath.Join(e.dir, "one.yaml"),
+			"-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight))
+		if err != nil {
+			return err
+		}
+		dDrain, cpuDrain, err := e.process(ctx, e.cfg.agentctl, "worker", "--drain", "--concurrency", strconv.Itoa(sh.inFlight), "--db", db)
+		a = agentSample{wall: dSubmit + dDrain, cpu: cpuSubmit + cpuDrain, parts: map[string]time.Duration{"submit": dSubmit, "drain": dDrain}}
+		return err
+	})
+	return a, err
+}
+
+// checkRuns calls fn and checks that exactly want more runs succeeded in
+// db after it than before.
+func (e *env) checkRuns(ctx context.Context, db string, want int, fn func() error) error {
 	before, err := e.succeededRuns(ctx, db)
 	if err != nil {
-		return agentSample{}, err
+		return err
 	}
-	dSubmit, cpuSubmit, err := e.process(ctx, e.cfg.producer, "-mode", "submit", "-db", db, "-wf", filepath.Join(e.dir, "one.yaml"),
-		"-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight))
-	if err != nil {
-		return agentSample{}, err
-	}
-	dDrain, cpuDrain, err := e.process(ctx, e.cfg.agentctl, "worker", "--drain", "--concurrency", strconv.Itoa(sh.inFlight), "--db", db)
-	if err != nil {
-		return agentSample{}, err
+	if err := fn(); err != nil {
+		return err
 	}
 	after, err := e.succeededRuns(ctx, db)
 	if err != nil {
-		return agentSample{}, err
+		return err
 	}
-	if after-before != sh.calls {
-		return agentSample{}, fmt.Errorf("agentctl: %d runs succeeded, want %d", after-before, sh.calls)
+	if after-before != want {
+		return fmt.Errorf("agentctl: %d runs succeeded, want %d", after-before, want)
 	}
-	return agentSample{cpu: cpuSubmit + cpuDrain, parts: map[string]time.Duration{"submit": dSubmit, "drain": dDrain}}, nil
+	return nil
 }
 
 // succeededRuns counts agentctl's succeeded runs in db: on PostgreSQL from
@@ -86,17 +115,22 @@ func (e *env) succeededRuns(ctx context.Context, db string) (int, error) {
 }
 
 // agentAPIShape runs sh through agentctl's Go API in one producer process
-// (workflow.Runner.Run for the one-run shapes; Runner.Submit then
-// workflow.Worker with Drain for the many-runs shapes) and returns the
-// wall and CPU of the part the producer timed, which leaves out its start
-// and its opening of the database.
-func (e *env) agentAPIShape(ctx context.Context, sh shape, db string) (agentSample, error) {
+// (workflow.Runner.Run for the one-run shapes; for the many-runs shapes,
+// Runner.Run per run with one session pool, -mode runs, or with queued,
+// Runner.Submit then workflow.Worker with Drain, -mode queue) and returns
+// the wall and CPU of the part the producer timed, which leaves out its
+// start and its opening of the database.
+func (e *env) agentAPIShape(ctx context.Context, sh shape, db string, queued bool) (agentSample, error) {
 	args := []string{"-mode", "run", "-db", db, "-wf", filepath.Join(e.dir, "seq.yaml")}
 	if sh.inFlight > 1 && !sh.oneCall {
 		args[len(args)-1] = filepath.Join(e.dir, "conc.yaml")
 	}
 	if sh.oneCall {
-		args = []string{"-mode", "queue", "-db", db, "-wf", filepath.Join(e.dir, "one.yaml"), "-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight)}
+		mode := "runs"
+		if queued {
+			mode = "queue"
+		}
+		args = []string{"-mode", mode, "-db", db, "-wf", filepath.Join(e.dir, "one.yaml"), "-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight)}
 	}
 	cmd := exec.CommandContext(ctx, e.cfg.producer, args...)
 	var stderr bytes.Buffer

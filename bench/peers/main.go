@@ -11,16 +11,20 @@
 //
 //	make bench-peers PEERS='-rounds 6'   # builds agentctl and the producer, then runs this
 //
-// agentctl is measured as users run it: `agentctl run` for the two
-// one-run shapes, and for the two many-runs shapes a producer process
-// (bench/peers/producer) queueing the runs through the Go API that
-// `agentctl submit` calls (workflow.Runner.Submit) followed by `agentctl
-// worker --drain`. The table counts both; the per-system table shows them
-// apart. The cost of `agentctl submit` as a process of its own is sampled
-// separately. A second agentctl system, "Go API in one process", runs the
-// same through workflow.Runner and workflow.Worker inside the producer,
-// timing only that part (no process start), as DBOS is timed after its
-// Launch.
+// agentctl is measured as users run it: one `agentctl run` process for
+// the two one-run shapes, and for the two many-runs shapes one `agentctl
+// run one.yaml --inputs FILE --runs-in-flight K` process, which executes
+// the runs in its process directly, as dbos.RunWorkflow + GetResult does
+// for DBOS. A second agentctl system, "Go API in one process", runs the
+// same through workflow.Runner inside the producer (bench/peers/producer,
+// -mode run and -mode runs), timing only that part (no process start), as
+// DBOS is timed after its Launch. The many-runs shapes also measure
+// agentctl's queued path, a fleet's, as systems of their own ("queued"):
+// a producer process queueing the runs through the Go API that `agentctl
+// submit` calls (workflow.Runner.Submit) followed by `agentctl worker
+// --drain` (CLI), or Runner.Submit then worker.Worker in the producer (Go
+// API). The cost of `agentctl submit` as a process of its own is sampled
+// separately.
 //
 // This is a module of its own so that DBOS never becomes a dependency of
 // agentctl; it imports no agentctl package (it drives the binaries), and
@@ -136,16 +140,43 @@ const (
 	sysAgentAPI   = "agentctl, Go API in one process"
 	sysLite       = "agentctl on SQLite"
 	sysLiteAPI    = "agentctl on SQLite, Go API in one process"
+	// The queued path of the many-runs shapes (a fleet's): submit, then
+	// worker --drain.
+	sysAgentQ    = "agentctl, queued: submit + worker --drain"
+	sysAgentAPIQ = "agentctl, queued, Go API in one process"
+	sysLiteQ     = "agentctl on SQLite, queued: submit + worker --drain"
+	sysLiteAPIQ  = "agentctl on SQLite, queued, Go API in one process"
 )
 
 // systems are the systems cfg measures: every PostgreSQL one, and the
-// two agentctl-on-SQLite ones unless -sqlite=false.
+// agentctl-on-SQLite ones unless -sqlite=false.
 func systems(cfg config) []string {
-	all := []string{sysBareShared, sysBarePerRun, sysDBOSShared, sysDBOSPerWF, sysAgentctl, sysAgentAPI}
+	all := []string{sysBareShared, sysBarePerRun, sysDBOSShared, sysDBOSPerWF, sysAgentctl, sysAgentAPI, sysAgentQ, sysAgentAPIQ}
 	if cfg.sqlite {
-		all = append(all, sysLite, sysLiteAPI)
+		all = append(all, sysLite, sysLiteAPI, sysLiteQ, sysLiteAPIQ)
 	}
 	return all
+}
+
+// queuedSystem reports whether sys is agentctl's queued path, measured on
+// the many-runs shapes only (a one-run shape has nothing to queue apart).
+func queuedSystem(sys string) bool {
+	switch sys {
+	case sysAgentQ, sysAgentAPIQ, sysLiteQ, sysLiteAPIQ:
+		return true
+	}
+	return false
+}
+
+// systemsFor are the systems measured on shape sh.
+func systemsFor(cfg config, sh shape) []string {
+	var out []string
+	for _, sys := range systems(cfg) {
+		if sh.oneCall || !queuedSystem(sys) {
+			out = append(out, sys)
+		}
+	}
+	return out
 }
 
 // results holds every recorded sample by shape and system.
@@ -182,7 +213,7 @@ func run(ctx context.Context, cfg config) error {
 			return err
 		}
 		for _, sh := range shapes(small) {
-			for _, sys := range systems(cfg) {
+			for _, sys := range systemsFor(cfg, sh) {
 				if _, err := env.measure(ctx, sys, sh); err != nil {
 					return fmt.Errorf("warm-up, %s, %s: %w", sh.name, sys, err)
 				}
@@ -196,13 +227,13 @@ func run(ctx context.Context, cfg config) error {
 	load0 := loadavg()
 	for round := range cfg.rounds {
 		for _, sh := range shapes(cfg) {
-			for _, sys := range rotate(systems(cfg), round) {
+			for _, sys := range rotate(systemsFor(cfg, sh), round) {
 				s, err := env.measure(ctx, sys, sh)
 				if err != nil {
 					return fmt.Errorf("round %d, %s, %s: %w", round+1, sh.name, sys, err)
 				}
 				res.add(sh.name, sys, s)
-				fmt.Fprintf(os.Stderr, "round %d  %-8s  %-36s  %8s ms/call  %7.0f calls/s  cpu %s ms/call\n",
+				fmt.Fprintf(os.Stderr, "round %d  %-8s  %-52s  %8s ms/call  %7.0f calls/s  cpu %s ms/call\n",
 					round+1, sh.name, sys, ms(s.perCall(s.Wall)), s.rate(), ms(s.perCall(s.CPU)))
 			}
 		}

@@ -20,7 +20,7 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 	switch sys {
 	case sysDBOSShared, sysDBOSPerWF:
 		schema = schemaDBOS
-	case sysAgentctl, sysAgentAPI:
+	case sysAgentctl, sysAgentAPI, sysAgentQ, sysAgentAPIQ:
 		schema = schemaAgentctl
 	}
 	rows0, err := e.countRows(ctx, schema)
@@ -38,12 +38,16 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 		err = e.dbosShape(sh, sys == sysDBOSPerWF)
 	case sysAgentctl:
 		agent, err = e.agentctlShape(ctx, sh, e.agentDSN)
-	case sysAgentAPI:
-		agent, err = e.agentAPIShape(ctx, sh, e.agentDSN)
+	case sysAgentAPI, sysAgentAPIQ:
+		agent, err = e.agentAPIShape(ctx, sh, e.agentDSN, sys == sysAgentAPIQ)
+	case sysAgentQ:
+		agent, err = e.agentctlQueuedShape(ctx, sh, e.agentDSN)
 	case sysLite:
 		agent, err = e.agentctlShape(ctx, sh, e.liteDB)
-	case sysLiteAPI:
-		agent, err = e.agentAPIShape(ctx, sh, e.liteDB)
+	case sysLiteAPI, sysLiteAPIQ:
+		agent, err = e.agentAPIShape(ctx, sh, e.liteDB, sys == sysLiteAPIQ)
+	case sysLiteQ:
+		agent, err = e.agentctlQueuedShape(ctx, sh, e.liteDB)
 	default:
 		err = fmt.Errorf("unknown system %q", sys)
 	}
@@ -55,10 +59,9 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 		return sample{}, err
 	}
 	s.CPU = selfCPU() - self0
-	switch sys {
-	case sysAgentctl, sysLite: // agentctl's processes, not this one
-		s.CPU, s.Parts = agent.cpu, agent.parts
-	case sysAgentAPI, sysLiteAPI: // the part the producer timed
+	if agent.parts != nil {
+		// agentctl's processes (not this one), without the run count
+		// checked around them; or the part the producer timed.
 		s.Wall, s.CPU, s.Parts = agent.wall, agent.cpu, agent.parts
 	}
 	if schema != "" {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestWorkflowYAML holds the agentctl workflows the benchmark writes to
@@ -135,5 +136,60 @@ func TestSetupRefusals(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "p@") {
 			t.Errorf("%s: the error shows the password: %v", dsn, err)
 		}
+	}
+}
+
+// TestSystemsFor: the queued systems are measured on the many-runs shapes
+// only, every other system on every shape.
+func TestSystemsFor(t *testing.T) {
+	cfg := config{sqlite: true, seqCalls: 1, concCalls: 1, runs: 1, concRuns: 1, inFlight: 1}
+	for _, sh := range shapes(cfg) {
+		got := systemsFor(cfg, sh)
+		queued := 0
+		for _, sys := range got {
+			if queuedSystem(sys) {
+				queued++
+			}
+		}
+		if want := map[bool]int{true: 4, false: 0}[sh.oneCall]; queued != want {
+			t.Errorf("%s: %d queued systems, want %d: %v", sh.name, queued, want, got)
+		}
+		if len(got)-queued != len(systems(cfg))-4 {
+			t.Errorf("%s: %v, want every direct system", sh.name, got)
+		}
+	}
+}
+
+// TestReportRows: the summary and SQLite tables give the many-runs shapes
+// a direct row (run --inputs, against dbos.RunWorkflow) and a queued row,
+// each with its own ratio, and the one-run shapes one row.
+func TestReportRows(t *testing.T) {
+	cfg := config{sqlite: true, seqCalls: 10, concCalls: 16, runs: 10, concRuns: 16, inFlight: 8}
+	res := &results{rounds: 1, samples: map[string][]sample{}}
+	for _, sh := range shapes(cfg) {
+		for _, sys := range systemsFor(cfg, sh) {
+			wall := 10 * time.Millisecond
+			if queuedSystem(sys) {
+				wall = 20 * time.Millisecond // half as fast
+			}
+			res.add(sh.name, sys, sample{Wall: wall * time.Duration(sh.calls), Calls: sh.calls, Runs: 1, Rows: -1})
+		}
+	}
+	var b strings.Builder
+	report(&b, cfg, res)
+	out := b.String()
+	for _, want := range []string{
+		"| 10 one-call runs / workflows, one process, ms per call | 10.00 | 10.00 / 10.00 | 10.00 | 1.00 / 1.00 | 10.00 (1.00 / 1.00) |",
+		"| 10 one-call runs / workflows, one process, agentctl queued: submit + worker --drain, ms per call | 10.00 | 10.00 / 10.00 | 20.00 | 0.50 / 0.50 | 20.00 (0.50 / 0.50) |",
+		"| 16 one-call runs / workflows, 8 in flight, agentctl queued: submit + worker --drain, calls/s | 100 | 100 / 100 | 50 | 0.50 / 0.50 | 50 (0.50 / 0.50) |",
+		"| 10 one-call runs / workflows, one process, agentctl queued: submit + worker --drain, ms per call | 10.00 / 10.00 | 20.00 | 0.50 / 0.50 | 20.00 (0.50 / 0.50) |",
+		"equivalent of DBOS's `dbos.RunWorkflow`",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "one run / workflow of 10 sequential calls, ms per call"); n != 2 {
+		t.Errorf("the one-run shape has %d summary rows, want 2 (PostgreSQL, SQLite):\n%s", n, out)
 	}
 }

@@ -265,6 +265,11 @@ func (e *env) writeWorkflows(cfg config) error {
 		"conc.yaml": workflowYAML(e.serverURL, cfg.concCalls, cfg.inFlight),
 		"one.yaml":  workflowYAML(e.serverURL, 1, 0),
 	}
+	for _, n := range []int{cfg.runs, cfg.concRuns} {
+		if err := os.WriteFile(e.inputsFile(n), []byte(strings.Repeat("{}\n", n)), 0o600); err != nil {
+			return err
+		}
+	}
 	for name, src := range files {
 		path := filepath.Join(e.dir, name)
 		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
@@ -276,6 +281,12 @@ func (e *env) writeWorkflows(cfg config) error {
 		}
 	}
 	return nil
+}
+
+// inputsFile is the JSON-lines file of n runs of one.yaml (`agentctl run
+// --inputs`): n empty input objects.
+func (e *env) inputsFile(n int) string {
+	return filepath.Join(e.dir, fmt.Sprintf("inputs-%d.jsonl", n))
 }
 
 // workflowYAML is a workflow of n echo calls on the server at url: in

@@ -123,17 +123,19 @@ func report(w io.Writer, cfg config, res *results) {
 	for _, sh := range shapes(cfg) {
 		bare := res.get(sh.name, sysBareShared)
 		dShared, dPer := res.get(sh.name, sysDBOSShared), res.get(sh.name, sysDBOSPerWF)
-		ag, api := res.get(sh.name, sysAgentctl), res.get(sh.name, sysAgentAPI)
-		if sh.throughput {
-			b, s, p, a, g := medianOf(bare, sample.rate), medianOf(dShared, sample.rate), medianOf(dPer, sample.rate), medianOf(ag, sample.rate), medianOf(api, sample.rate)
-			fmt.Fprintf(w, "| %s, calls/s | %.0f | %.0f / %.0f | %.0f | %s / %s | %.0f (%s / %s) |\n", sh.label, b, s, p, a, ratio(a, s), ratio(a, p), g, ratio(g, s), ratio(g, p))
-			continue
+		summaryRow(w, sh, sh.label, bare, dShared, dPer, res.get(sh.name, sysAgentctl), res.get(sh.name, sysAgentAPI))
+		if sh.oneCall {
+			summaryRow(w, sh, sh.label+", agentctl queued: submit + worker --drain", bare, dShared, dPer, res.get(sh.name, sysAgentQ), res.get(sh.name, sysAgentAPIQ))
 		}
-		wall := func(s sample) float64 { return float64(s.perCall(s.Wall)) }
-		b, s, p, a, g := medianOf(bare, wall), medianOf(dShared, wall), medianOf(dPer, wall), medianOf(ag, wall), medianOf(api, wall)
-		fmt.Fprintf(w, "| %s, ms per call | %s | %s / %s | %s | %s / %s | %s (%s / %s) |\n", sh.label, ms(time.Duration(b)), ms(time.Duration(s)), ms(time.Duration(p)), ms(time.Duration(a)), ratio(s, a), ratio(p, a), ms(time.Duration(g)), ratio(s, g), ratio(p, g))
 	}
 	fmt.Fprintf(w, "\nRatio: agentctl's speed over DBOS's (calls/s ÷ calls/s, or DBOS's ms per call ÷ agentctl's); ≥ 1.00 means agentctl is as fast or faster.\n")
+	fmt.Fprintf(w, "\nIn the many-runs shapes, the agentctl column is the equivalent of DBOS's `dbos.RunWorkflow` + `GetResult`: one\n"+
+		"process executes the runs directly, K at once (CLI: one `agentctl run one.yaml --inputs FILE --runs-in-flight K`\n"+
+		"process, its start included; Go API: `Runner.Run` per run with one shared session pool, `producer -mode runs`).\n"+
+		"The \"queued\" rows are a fleet's path, which DBOS's direct runs do not take: a producer submits the runs (a\n"+
+		"commit each), then `agentctl worker --drain --concurrency K` claims and executes them (Go API: `Runner.Submit`\n"+
+		"then `worker.Worker` with Drain, `producer -mode queue`). The CLI times are the processes' wall and CPU, the\n"+
+		"check of the run count around them left out.\n")
 	if cfg.sqlite {
 		liteReport(w, cfg, res)
 	}
@@ -190,6 +192,19 @@ func report(w io.Writer, cfg config, res *results) {
 	}
 }
 
+// summaryRow writes one row of the summary table: agentctl's samples ag
+// (CLI) and api (Go API) against DBOS's two variants.
+func summaryRow(w io.Writer, sh shape, label string, bare, dShared, dPer, ag, api []sample) {
+	if sh.throughput {
+		b, s, p, a, g := medianOf(bare, sample.rate), medianOf(dShared, sample.rate), medianOf(dPer, sample.rate), medianOf(ag, sample.rate), medianOf(api, sample.rate)
+		fmt.Fprintf(w, "| %s, calls/s | %.0f | %.0f / %.0f | %.0f | %s / %s | %.0f (%s / %s) |\n", label, b, s, p, a, ratio(a, s), ratio(a, p), g, ratio(g, s), ratio(g, p))
+		return
+	}
+	wall := func(s sample) float64 { return float64(s.perCall(s.Wall)) }
+	b, s, p, a, g := medianOf(bare, wall), medianOf(dShared, wall), medianOf(dPer, wall), medianOf(ag, wall), medianOf(api, wall)
+	fmt.Fprintf(w, "| %s, ms per call | %s | %s / %s | %s | %s / %s | %s (%s / %s) |\n", label, ms(time.Duration(b)), ms(time.Duration(s)), ms(time.Duration(p)), ms(time.Duration(a)), ratio(s, a), ratio(p, a), ms(time.Duration(g)), ratio(s, g), ratio(p, g))
+}
+
 // perRun formats n / runs, with one decimal unless whole.
 func perRun(n, runs int) string {
 	if runs <= 0 {
@@ -222,14 +237,24 @@ func liteReport(w io.Writer, cfg config, res *results) {
 	fmt.Fprintf(w, "| shape | bare go-sdk (shared / session per run) | agentctl on SQLite | agentctl ÷ bare (shared / per run) | agentctl on SQLite, Go API in one process |\n|---|---|---|---|---|\n")
 	for _, sh := range shapes(cfg) {
 		bare, per := res.get(sh.name, sysBareShared), res.get(sh.name, sysBarePerRun)
-		lite, api := res.get(sh.name, sysLite), res.get(sh.name, sysLiteAPI)
-		if sh.throughput {
-			b, p, a, g := medianOf(bare, sample.rate), medianOf(per, sample.rate), medianOf(lite, sample.rate), medianOf(api, sample.rate)
-			fmt.Fprintf(w, "| %s, calls/s | %.0f / %.0f | %.0f | %s / %s | %.0f (%s / %s) |\n", sh.label, b, p, a, ratio(a, b), ratio(a, p), g, ratio(g, b), ratio(g, p))
-			continue
+		liteRow(w, sh, sh.label, bare, per, res.get(sh.name, sysLite), res.get(sh.name, sysLiteAPI))
+		if sh.oneCall {
+			liteRow(w, sh, sh.label+", agentctl queued: submit + worker --drain", bare, per, res.get(sh.name, sysLiteQ), res.get(sh.name, sysLiteAPIQ))
 		}
-		wall := func(s sample) float64 { return float64(s.perCall(s.Wall)) }
-		b, p, a, g := medianOf(bare, wall), medianOf(per, wall), medianOf(lite, wall), medianOf(api, wall)
-		fmt.Fprintf(w, "| %s, ms per call | %s / %s | %s | %s / %s | %s (%s / %s) |\n", sh.label, ms(time.Duration(b)), ms(time.Duration(p)), ms(time.Duration(a)), ratio(b, a), ratio(p, a), ms(time.Duration(g)), ratio(b, g), ratio(p, g))
 	}
+	fmt.Fprintf(w, "\nAs above, the agentctl column of the many-runs shapes executes the runs directly in one process (`run --inputs`,\n"+
+		"`producer -mode runs`); the \"queued\" rows submit them, then drain them with a worker.\n")
+}
+
+// liteRow writes one row of the SQLite table: agentctl's samples lite
+// (CLI) and api (Go API) against the bare go-sdk client's two variants.
+func liteRow(w io.Writer, sh shape, label string, bare, per, lite, api []sample) {
+	if sh.throughput {
+		b, p, a, g := medianOf(bare, sample.rate), medianOf(per, sample.rate), medianOf(lite, sample.rate), medianOf(api, sample.rate)
+		fmt.Fprintf(w, "| %s, calls/s | %.0f / %.0f | %.0f | %s / %s | %.0f (%s / %s) |\n", label, b, p, a, ratio(a, b), ratio(a, p), g, ratio(g, b), ratio(g, p))
+		return
+	}
+	wall := func(s sample) float64 { return float64(s.perCall(s.Wall)) }
+	b, p, a, g := medianOf(bare, wall), medianOf(per, wall), medianOf(lite, wall), medianOf(api, wall)
+	fmt.Fprintf(w, "| %s, ms per call | %s / %s | %s | %s / %s | %s (%s / %s) |\n", label, ms(time.Duration(b)), ms(time.Duration(p)), ms(time.Duration(a)), ratio(b, a), ratio(p, a), ms(time.Duration(g)), ratio(b, g), ratio(p, g))
 }

@@ -221,6 +221,22 @@ func TestCLI_JSONGolden(t *testing.T) {
 		t.Fatalf("jsonl run: exit %d %s", code, stderr)
 	}
 	golden(t, "run.jsonl", out, tmp...)
+	// run --inputs: one RunsResult envelope, the runs in input order (a
+	// failed one among them); with jsonl, a RunEnded object per run. In a
+	// database of its own, one run at a time: the order is the input's.
+	manyDB := filepath.Join(dir, "many.db")
+	qt := &qTool{}
+	manyWF := inputsWorkflow(t, mcptest.Start(t, mcptest.Options{}, qt.failOn("bad")).URL)
+	tmp = append(tmp, filepath.Dir(manyWF))
+	lines := writeLines(t, `{"q": "a"}`, ``, `{"q": "bad"}`, `{"q": "c"}`)
+	tmp = append(tmp, filepath.Dir(lines))
+	for _, c := range []struct{ name, output string }{{"run-inputs.json", "json"}, {"run-inputs.jsonl", "jsonl"}} {
+		out, stderr, code = cli(t, "run", manyWF, "--inputs", lines, "--db", manyDB, "--output", c.output)
+		if code != 4 {
+			t.Fatalf("run --inputs: exit %d, want 4: %s", code, stderr)
+		}
+		golden(t, c.name, out, tmp...)
+	}
 	// check --remote records runs, last and in a database of its own: the
 	// other files' runs (and the server's event ids) stay as they are.
 	checkDB := filepath.Join(dir, "check.db")

@@ -19,6 +19,9 @@ type runFlags struct {
 	inputs      []string
 	inputsFile  string
 	concurrency int
+	// many and inFlight are run --inputs and --runs-in-flight.
+	many     string
+	inFlight int
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -57,27 +60,64 @@ func (a *app) runCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Run a workflow file, recording every protocol step",
+		Long: `run executes the workflow file with its inputs in this process, recording every protocol step.
+
+--inputs FILE executes one run per line of FILE ("-" for stdin), in this one process and
+directly (no queue): each line is one run's inputs as a JSON object, checked as --input values
+are, and each run is recorded exactly as "agentctl run FILE" with those inputs records it (blank
+lines are skipped). --runs-in-flight K runs K at once (default 1); the runs share their MCP
+sessions and tool catalogs as a worker's do (each run's log records the session it borrowed).
+Lines are taken in order: the first bad line starts no more runs (exit 2 naming FILE:LINE), and
+the runs already started finish. Each run prints one line as it ends (its short id, state and
+exit code; --output jsonl: a RunEnded object); --output json prints one RunsResult envelope, the
+runs in input order. The exit code is the worst run's (uncertain 3, then cancelled 130, then the
+first other failure); Ctrl-C starts no more runs and stops those in flight as it stops a run.`,
 		Example: `  agentctl run examples/lookup.yaml --input query=mcp
-  agentctl run wf.yaml --inputs-file inputs.json --output json`,
+  agentctl run wf.yaml --inputs-file inputs.json --output json
+  agentctl run wf.yaml --inputs runs.jsonl --runs-in-flight 8
+  producer | agentctl run wf.yaml --inputs - --output jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.checkMany(cmd); err != nil {
+				return err
+			}
 			wf, err := spec.Load(args[0])
 			if err != nil {
 				return invalid(err)
+			}
+			if cmd.Flags().Changed("concurrency") && f.concurrency < 1 {
+				return invalid(fmt.Errorf("--concurrency must be at least 1, got %d", f.concurrency))
+			}
+			opts := workflow.RunOptions{Command: "run", Concurrency: f.concurrency}
+			if f.many != "" {
+				return a.runMany(cmd.Context(), wf, f.many, f.inFlight, opts)
 			}
 			inputs, err := f.resolve(wf)
 			if err != nil {
 				return err
 			}
-			if cmd.Flags().Changed("concurrency") && f.concurrency < 1 {
-				return invalid(fmt.Errorf("--concurrency must be at least 1, got %d", f.concurrency))
-			}
-			return a.execRun(cmd.Context(), wf, inputs, workflow.RunOptions{Command: "run", Concurrency: f.concurrency})
+			return a.execRun(cmd.Context(), wf, inputs, opts)
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().IntVar(&f.concurrency, "concurrency", 0, "tasks in flight at once, among those whose needs are met (overrides spec.concurrency; 1 runs them one at a time)")
+	cmd.Flags().StringVar(&f.many, "inputs", "", `JSON-lines file, one run's inputs a line ("-" for stdin): execute one run per line in this process`)
+	cmd.Flags().IntVar(&f.inFlight, "runs-in-flight", 1, "with --inputs: runs executed at once")
 	return cmd
+}
+
+// checkMany refuses --inputs with --input or --inputs-file (as submit
+// does) and --runs-in-flight without --inputs or below 1.
+func (f *runFlags) checkMany(cmd *cobra.Command) error {
+	switch {
+	case f.many != "" && (len(f.inputs) > 0 || f.inputsFile != ""):
+		return usageErr("--inputs gives each run its inputs; it does not combine with --input or --inputs-file")
+	case cmd.Flags().Changed("runs-in-flight") && f.many == "":
+		return usageErr("--runs-in-flight applies to --inputs")
+	case f.inFlight < 1:
+		return usageErr("--runs-in-flight %d: want 1 or more", f.inFlight)
+	}
+	return nil
 }
 
 // execRun runs wf and prints its result in the chosen output format.

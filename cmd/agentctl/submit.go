@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -83,52 +79,23 @@ func (a *app) printSubmitted(id string) error {
 	return err
 }
 
-// maxInputsLine bounds one line of submit --inputs (as an inputs file).
-const maxInputsLine = spec.MaxFileBytes
-
 // submitMany queues one run of wf per line of the JSON-lines file path
 // ("-" = stdin), in order, through one database handle; it stops at the
 // first line that does not parse, check or record, naming it.
 func (a *app) submitMany(ctx context.Context, wf *spec.Workflow, path string, opts workflow.RunOptions) error {
-	var r io.Reader = os.Stdin
-	name := "stdin"
-	if path != "-" {
-		fh, err := os.Open(path)
-		if err != nil {
-			return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("--inputs: %w", err)}
-		}
-		defer fh.Close()
-		r, name = fh, path
+	r, name, closeInputs, err := openInputLines(path)
+	if err != nil {
+		return err
 	}
+	defer closeInputs()
 	return a.withDB(ctx, func(db *events.DB) error {
 		runner := &workflow.Runner{DB: db}
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 0, 64*1024), maxInputsLine)
-		line := 0
-		for sc.Scan() {
-			line++
-			if len(sc.Bytes()) == 0 || len(strings.TrimSpace(sc.Text())) == 0 {
-				continue
-			}
-			given, err := spec.ParseInputsLine(name, line, sc.Bytes())
-			if err != nil {
-				return &exitError{code: workflow.ExitInvalid, err: err}
-			}
-			inputs, err := spec.ResolveInputs(wf, given)
-			if err != nil {
-				return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("%s:%d: %s: %w", name, line, wf.File, err)}
-			}
+		return eachInputLine(r, name, wf, func(line int, inputs map[string]any) error {
 			id, err := runner.Submit(ctx, wf, inputs, opts)
 			if err != nil {
 				return fmt.Errorf("%s:%d: %w", name, line, err)
 			}
-			if err := a.printSubmitted(id); err != nil {
-				return err
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return &exitError{code: workflow.ExitInvalid, err: fmt.Errorf("%s:%d: %w", name, line+1, err)}
-		}
-		return nil
+			return a.printSubmitted(id)
+		})
 	})
 }

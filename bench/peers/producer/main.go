@@ -4,12 +4,14 @@
 //	producer -mode submit -db DSN -wf FILE -n N -conc K   # queue N runs, K at once
 //	producer -mode run    -db DSN -wf FILE                # one run, in this process
 //	producer -mode queue  -db DSN -wf FILE -n N -conc K   # queue N runs, then drain them here
+//	producer -mode runs   -db DSN -wf FILE -n N -conc K   # execute N runs here, K at once, no queue
 //
-// submit is the producer of agentctl's many-runs shapes: what `agentctl
-// submit` calls (workflow.Runner.Submit), without a process per run. run
-// and queue measure agentctl through its Go API alone (workflow.Runner.Run,
-// worker.Worker), with no process start in the timed part: they print
-// the timed part's wall and CPU as JSON on stdout.
+// submit is the producer of agentctl's queued many-runs path: what
+// `agentctl submit` calls (workflow.Runner.Submit), without a process per
+// run. run, runs and queue measure agentctl through its Go API alone
+// (workflow.Runner.Run: one run, or N sharing one session pool as `agentctl
+// run --inputs` does; worker.Worker), with no process start in the timed
+// part: they print the timed part's wall and CPU as JSON on stdout.
 //
 // It is a module of its own that requires agentctl alone, so it is built
 // with exactly agentctl's dependency versions, as the agentctl binary is.
@@ -22,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -40,7 +43,7 @@ func main() {
 	}
 }
 
-// timing is what run and queue print: the timed part's wall and CPU
+// timing is what run, runs and queue print: the timed part's wall and CPU
 // (this process, user + system) by part, in nanoseconds.
 type timing struct {
 	Wall map[string]time.Duration `json:"wallNs"`
@@ -49,11 +52,12 @@ type timing struct {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("producer", flag.ContinueOnError)
-	mode := fs.String("mode", "submit", "submit, run or queue")
+	mode := fs.String("mode", "submit", "submit, run, queue or runs")
 	db := fs.String("db", "", "agentctl's database (a SQLite path or a postgres:// URL)")
 	file := fs.String("wf", "", "the workflow file")
-	n := fs.Int("n", 1, "runs to queue")
-	conc := fs.Int("conc", 1, "submits at once, and (queue) runs executed at once")
+	n := fs.Int("n", 1, "runs to queue (runs: to execute)")
+	conc := fs.Int("conc", 1, "submits at once, and (queue, runs) runs executed at once")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed parts to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,6 +76,13 @@ func run(args []string) error {
 	defer edb.Close()
 	t := timing{Wall: map[string]time.Duration{}, CPU: map[string]time.Duration{}}
 	part := func(name string, fn func() error) error {
+		if *cpuProfile != "" {
+			stop, err := startProfile(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 		start, cpu0 := time.Now(), cpuTime()
 		err := fn()
 		t.Wall[name], t.CPU[name] = time.Since(start), cpuTime()-cpu0
@@ -116,8 +127,10 @@ func run(args []string) error {
 			}
 			return nil
 		})
+	case "runs":
+		err = part("runs", func() error { return runMany(ctx, edb, wf, *n, *conc) })
 	default:
-		return fmt.Errorf("-mode %q: want submit, run or queue", *mode)
+		return fmt.Errorf("-mode %q: want submit, run, queue or runs", *mode)
 	}
 	if err != nil {
 		return err
@@ -157,6 +170,59 @@ func submit(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int)
 		return fmt.Errorf("submit: %w", err)
 	}
 	return nil
+}
+
+// runMany executes n runs of wf in this process, conc at once, through
+// workflow.Runner.Run with one session pool: what `agentctl run --inputs`
+// does, and what dbos.RunWorkflow in a loop does for DBOS.
+func runMany(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int) error {
+	pool := workflow.NewSessionPool()
+	defer pool.Close()
+	var next atomic.Int64
+	errs := make(chan error, conc)
+	var wg sync.WaitGroup
+	for range min(conc, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &workflow.Runner{DB: edb, Sessions: pool}
+			for next.Add(1) <= int64(n) {
+				res, err := r.Run(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "run"})
+				if err == nil && res.State != "succeeded" {
+					err = fmt.Errorf("run %s ended %s", res.RunID, res.State)
+				}
+				if err != nil {
+					errs <- err
+					next.Store(int64(n))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// startProfile starts a CPU profile into path (a part's: the last part
+// profiled overwrites it) and returns the function that stops it.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // cpuTime returns this process's CPU time so far (user + system).
