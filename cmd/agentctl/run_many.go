@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/agentctl/agentctl/events"
-	"github.com/agentctl/agentctl/projector"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
 )
@@ -164,7 +163,7 @@ func (b *runBatch) slot(ctx context.Context, runner *workflow.Runner, jobs <-cha
 				b.stop(fmt.Errorf("%s:%d: %w", b.wf.File, j.line, err))
 				continue
 			}
-			b.ended1(ctx, j, res)
+			b.ended1(j, res)
 		}
 	}
 }
@@ -190,15 +189,11 @@ func (b *runBatch) stop(err error) {
 
 // ended1 records how one run ended and prints it (human: a line on stdout;
 // jsonl: a RunEnded envelope), as it ends.
-func (b *runBatch) ended1(ctx context.Context, j manyRun, res *workflow.Result) {
+func (b *runBatch) ended1(j manyRun, res *workflow.Result) {
 	e := runEnded{Line: j.line, RunID: res.RunID, State: res.State, ExitCode: res.ExitCode, Outputs: res.Outputs, seq: j.seq}
 	if res.Err != nil {
 		msg, class := res.Err.Error(), errorClass(res.Err, res.ExitCode)
 		e.Error, e.ErrorClass, e.err = &msg, &class, res.Err
-	}
-	short := ""
-	if b.a.output == "human" {
-		short = shortID(context.WithoutCancel(ctx), b.db, res.RunID)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -208,7 +203,9 @@ func (b *runBatch) ended1(ctx context.Context, j manyRun, res *workflow.Result) 
 	case "jsonl":
 		err = b.a.printJSON(b.a.stdout, "RunEnded", res.Err == nil, e)
 	case "human":
-		line := fmt.Sprintf("run %s %s (exit %d)", short, e.State, e.ExitCode)
+		// The full id: a short one is the shortest unique suffix among
+		// every run in the database, one scan of them per run here.
+		line := fmt.Sprintf("run %s %s (exit %d)", e.RunID, e.State, e.ExitCode)
 		if e.Error != nil {
 			line += ": " + clean(*e.Error)
 		}
@@ -219,15 +216,6 @@ func (b *runBatch) ended1(ctx context.Context, j manyRun, res *workflow.Result) 
 		// the runs in flight end cancelled, recorded and resumable.
 		b.a.stop(fmt.Errorf("stdout closed: %w", err))
 	}
-}
-
-// shortID is id's short form, or id itself when it cannot be read.
-func shortID(ctx context.Context, db *events.DB, id string) string {
-	s, err := projector.ShortRunID(ctx, db, id)
-	if err != nil {
-		return id
-	}
-	return s
 }
 
 // finish prints the batch's result (--output json: one RunsResult
