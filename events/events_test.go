@@ -48,8 +48,8 @@ func TestOpen_FreshDatabaseIsAtLatest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v != 20 || migrations.Latest != 20 {
-		t.Fatalf("version = %d (Latest %d), want 20", v, migrations.Latest)
+	if v != 21 || migrations.Latest != 21 {
+		t.Fatalf("version = %d (Latest %d), want 21", v, migrations.Latest)
 	}
 	for _, table := range []string{"events", "protocol_sessions", "protocol_calls", "runs", "tasks"} {
 		var n int

@@ -36,7 +36,7 @@ const (
 )
 
 // Latest is the schema version a fresh SQLite database ends at.
-const Latest = 20
+const Latest = 21
 
 // LatestPostgres is the schema version a migrated PostgreSQL database ends at.
 const LatestPostgres = 12

@@ -32,6 +32,15 @@ type Queue interface {
 	Orphaned(runID string) bool
 }
 
+// The two lists Candidates reads. On SQLite each is read through a
+// partial index holding only the runs in its state (migration 0021), not
+// a scan of every run recorded: the WHERE terms must stay exactly those of
+// the indexes (TestCandidatesUseIndexes).
+const (
+	runningRuns = `SELECT run_id, state FROM runs WHERE state = 'running' AND mode = 'run' ORDER BY run_id`
+	queuedRuns  = `SELECT run_id, state FROM runs WHERE state = 'queued' AND mode = 'run' ORDER BY run_id LIMIT ?`
+)
+
 // LocalQueue is the Queue of one database on one machine.
 type LocalQueue struct{ DB *events.DB }
 
@@ -43,9 +52,9 @@ type LocalQueue struct{ DB *events.DB }
 func (q LocalQueue) Candidates(ctx context.Context, queued int) ([]Candidate, error) {
 	var out, next []Candidate
 	x := q.DB.SQL()
-	err := x.SelectContext(ctx, &out, `SELECT run_id, state FROM runs WHERE state = 'running' AND mode = 'run' ORDER BY run_id`)
+	err := x.SelectContext(ctx, &out, runningRuns)
 	if err == nil {
-		err = x.SelectContext(ctx, &next, x.Rebind(`SELECT run_id, state FROM runs WHERE state = 'queued' AND mode = 'run' ORDER BY run_id LIMIT ?`), queued)
+		err = x.SelectContext(ctx, &next, x.Rebind(queuedRuns), queued)
 	}
 	if err != nil {
 		return nil, &events.Error{Op: "list queued runs", Path: q.DB.Path(), Err: err}

@@ -1,0 +1,4 @@
+package worker
+
+// The statements Candidates reads, for TestCandidatesUseIndexes.
+var RunningRunsSQL, QueuedRunsSQL = runningRuns, queuedRuns
