@@ -144,29 +144,13 @@ func run(args []string) error {
 // submit queues n runs of wf through workflow.Runner.Submit, conc at once.
 func submit(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int) error {
 	r := &workflow.Runner{DB: edb}
-	var next atomic.Int64
-	errs := make(chan error, conc)
-	var wg sync.WaitGroup
-	for range min(conc, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if _, err := r.Submit(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "submit"}); err != nil {
-					errs <- err
-					next.Store(int64(n))
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	if err := errors.Join(all...); err != nil {
+	err := fanOut(n, conc, func() func() error {
+		return func() error {
+			_, err := r.Submit(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "submit"})
+			return err
+		}
+	})
+	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
 	return nil
@@ -178,6 +162,22 @@ func submit(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int)
 func runMany(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int) error {
 	pool := workflow.NewSessionPool()
 	defer pool.Close()
+	return fanOut(n, conc, func() func() error {
+		r := &workflow.Runner{DB: edb, Sessions: pool} // one per goroutine
+		return func() error {
+			res, err := r.Run(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "run"})
+			if err == nil && res.State != "succeeded" {
+				err = fmt.Errorf("run %s ended %s", res.RunID, res.State)
+			}
+			return err
+		}
+	})
+}
+
+// fanOut calls one of n jobs at a time on each of min(conc, n) goroutines;
+// newJob builds each goroutine's job. The first error stops every
+// goroutine from taking more; the errors are joined.
+func fanOut(n, conc int, newJob func() func() error) error {
 	var next atomic.Int64
 	errs := make(chan error, conc)
 	var wg sync.WaitGroup
@@ -185,13 +185,9 @@ func runMany(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := &workflow.Runner{DB: edb, Sessions: pool}
+			job := newJob()
 			for next.Add(1) <= int64(n) {
-				res, err := r.Run(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "run"})
-				if err == nil && res.State != "succeeded" {
-					err = fmt.Errorf("run %s ended %s", res.RunID, res.State)
-				}
-				if err != nil {
+				if err := job(); err != nil {
 					errs <- err
 					next.Store(int64(n))
 					return
