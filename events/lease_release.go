@@ -26,6 +26,17 @@ func (db *DB) checkDeletePrivilege(ctx context.Context) {
 	})
 }
 
+// knowDeletePrivilege records the answer Open read with the schema version
+// (pgOpenState), so that checkDeletePrivilege never asks.
+func (db *DB) knowDeletePrivilege(may bool) {
+	p := db.pg
+	p.privOnce.Do(func() {
+		if !may {
+			p.noDelete.Store(true)
+		}
+	})
+}
+
 // releaseInTx queues the release of this process's lease on runID in tx,
 // the run's last commit; nothing when it holds none (or lost it).
 func (db *DB) releaseInTx(ctx context.Context, tx *Tx, runID string) error {

@@ -107,9 +107,12 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		_ = sdb.Close()
 		return nil, &Error{Op: op, Path: red, Err: classify(err)}
 	}
-	v, encrypted, err := pgOpenState(ctx, sdb)
+	v, encrypted, mayDelete, err := pgOpenState(ctx, sdb)
 	if err != nil {
 		return fail("open", err)
+	}
+	if mayDelete != nil {
+		db.knowDeletePrivilege(*mayDelete)
 	}
 	if err := migrations.CheckPostgres(v); err != nil {
 		return fail("open", err)
@@ -124,25 +127,31 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 }
 
 // pgOpenState reads what Open checks before anything else, the schema
-// version and whether encryption is on, in one statement on the simple
-// protocol: one round trip on the new connection, where reading them one by
-// one (each prepared first) took six and a `run` process pays them every
-// time (issue 34). A database without agentctl's tables (never migrated,
-// or half made) fails that statement with undefined_table (42P01) and is
-// read the long way, which says what is missing. Only an encrypted
-// database reads its keys (loadCodec, the same settings rows either way).
-func pgOpenState(ctx context.Context, sdb *sql.DB) (version int, encrypted bool, err error) {
+// version and whether encryption is on, and what the first AppendFinal
+// would otherwise ask (whether this role may delete run_leases rows), in
+// one statement on the simple protocol: one round trip on the new
+// connection, where reading them one by one (each prepared first) took six
+// and a `run` process pays them every time (issue 34). Asked later, the
+// privilege cost a round trip, and with runs in flight a second server
+// session, opened and warmed while the runs waited (BENCHMARKS.md, session
+// 16). A database without agentctl's tables (never migrated, or half made)
+// fails that statement with undefined_table (42P01) and is read the long
+// way, which says what is missing; mayDelete is then nil (asked at the
+// first AppendFinal, as before). Only an encrypted database reads its keys
+// (loadCodec, the same settings rows either way).
+func pgOpenState(ctx context.Context, sdb *sql.DB) (version int, encrypted bool, mayDelete *bool, err error) {
+	var may bool
 	err = sdb.QueryRowContext(ctx,
-		`SELECT COALESCE((SELECT MAX(version) FROM agentctl_schema), 0), EXISTS (SELECT 1 FROM settings WHERE name = $1)`,
-		pgx.QueryExecModeSimpleProtocol, settingKEK).Scan(&version, &encrypted)
+		`SELECT COALESCE((SELECT MAX(version) FROM agentctl_schema), 0), EXISTS (SELECT 1 FROM settings WHERE name = $1), has_table_privilege('run_leases', 'DELETE')`,
+		pgx.QueryExecModeSimpleProtocol, settingKEK).Scan(&version, &encrypted, &may)
 	if pgCode(err) == sqlstateUndefinedTable {
 		version, err = migrations.PostgresVersion(ctx, sdb)
-		return version, true, err
+		return version, true, nil, err
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("read schema version: %w", err)
+		return 0, false, nil, fmt.Errorf("read schema version: %w", err)
 	}
-	return version, encrypted, nil
+	return version, encrypted, &may, nil
 }
 
 // Migrate brings the database at path to this binary's schema and returns

@@ -21,6 +21,7 @@ type PGRelay struct {
 	trips   atomic.Int64
 	stmts   atomic.Int64
 	commits atomic.Int64
+	conns   atomic.Int64
 	wg      sync.WaitGroup
 }
 
@@ -37,6 +38,11 @@ func (r *PGRelay) Statements() int64 { return r.stmts.Load() }
 // run's fixed cost is held to it (a lease claim and release are commits
 // the events package does not count).
 func (r *PGRelay) Commits() int64 { return r.commits.Load() }
+
+// Connections is the number of connections relayed so far: server
+// sessions opened, each paying the server's start (a process, the
+// authentication) and its cold caches.
+func (r *PGRelay) Connections() int64 { return r.conns.Load() }
 
 // NewPGRelay starts a relay to dsn's host and returns it with a DSN that
 // reaches the same database through it. It stops when tb ends.
@@ -65,6 +71,7 @@ func NewPGRelay(tb testing.TB, dsn string) (*PGRelay, string) {
 				_ = c.Close()
 				continue
 			}
+			r.conns.Add(1)
 			r.wg.Add(2)
 			go func() { defer r.wg.Done(); r.count(s, c); _ = s.Close() }()
 			go func() { defer r.wg.Done(); r.answers(c, s); _ = c.Close() }()
