@@ -46,13 +46,38 @@ func ShortRunIDs(ctx context.Context, db *events.DB, ids []string) (map[string]s
 	return out, nil
 }
 
-// ShortRunID is ShortRunIDs for one id.
+// ShortRunID is ShortRunIDs for one id, without reading every run id:
+// for each candidate suffix it asks only for the ids it could be taken for
+// (those ending with it, or whose id or uuid starts with it; most often
+// none but id itself) and applies ShortRunIDs's test to them. `agentctl
+// run` prints it as a run starts, and read the ShortRunIDs way it cost each
+// run time and memory in the number of runs recorded (BENCHMARKS.md,
+// session 16).
 func ShortRunID(ctx context.Context, db *events.DB, id string) (string, error) {
-	m, err := ShortRunIDs(ctx, db, []string{id})
-	if err != nil {
-		return "", err
+	for n := MinShortID; n < len(id); n++ {
+		s := id[len(id)-n:]
+		if strings.HasPrefix(s, "-") {
+			continue
+		}
+		// LIKE may match more than the test below counts (SQLite's ignores
+		// case), never less.
+		p := likeEscaper.Replace(s)
+		var near []string
+		if err := db.SQL().SelectContext(ctx, &near, `SELECT run_id FROM events WHERE seq = 1
+			AND (run_id LIKE ? ESCAPE '\' OR run_id LIKE ? ESCAPE '\' OR run_id LIKE ? ESCAPE '\' OR run_id LIKE ? ESCAPE '\')`,
+			"%"+p, p+"%", "run-"+p+"%", "replay-"+p+"%"); err != nil {
+			return "", &events.Error{Op: "short run id", Path: db.Path(), Err: err}
+		}
+		uuids := make([]string, len(near))
+		for i, r := range near {
+			uuids[i] = uuidPart(r)
+		}
+		sort.Strings(uuids)
+		if countSuffix(near, s) == 1 && countPrefix(uuids, s) == 0 {
+			return s, nil
+		}
 	}
-	return m[id], nil
+	return id, nil
 }
 
 // uuidPart is a run id without its kind ("run-", "replay-").
