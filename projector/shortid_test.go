@@ -19,7 +19,7 @@ import (
 func TestShortRunID_AsShortRunIDs(t *testing.T) {
 	ids := []string{
 		"run-01a2470f-1355-788c-9917-74b6fdf45b1a",
-		"run-01a2470f-1356-788c-9917-0000fdf45b1a", // the same last 8 digits
+		"run-01a2470f-1356-788c-9917-0000fdf45b1a",  // the same last 8 digits
 		"run-6fdf45b1a-0000-7000-8000-000000000001", // its uuid starts with the first's last 9
 		"replay-01a2470f-1357-788c-9917-aaaabbbbcccc",
 	}
