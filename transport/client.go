@@ -380,6 +380,12 @@ func (s *Session) Close(ctx context.Context) error {
 	return s.CloseWith(ctx, nil)
 }
 
+// ClosesSilently reports whether Close records nothing: an HTTP session's
+// close is one DELETE request no sink sees, so a caller may overlap it
+// with its own work (a run, with committing its end); a stdio session's
+// records the server's exit.
+func (s *Session) ClosesSilently() bool { return s.proc == nil }
+
 // CloseWith is Close, recording a stdio server's end (the messages no
 // exchange took, then the "process_exit" frame) with sink instead of the
 // sink Connect was given (nil: that one). A caller whose Connect sink is

@@ -176,7 +176,8 @@ func (rn *run) stopping() bool {
 // records waiting to ride with the next step (the last task's outcome) are
 // committed, the sessions closed, and the run stays "running" for a resume.
 func (rn *run) stopped() *Result {
-	rn.closeSessions()
+	closed := rn.closeSessions()
+	defer closed()
 	if err := rn.append(); err != nil {
 		return &Result{RunID: rn.id, State: "running", ExitCode: ExitStorage, Err: &Error{RunID: rn.id, Code: ExitStorage, Err: fmt.Errorf("stop: record the last outcome: %w", err)}}
 	}

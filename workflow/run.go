@@ -411,7 +411,8 @@ func (rn *run) observe(evs []events.Event) {
 }
 
 func (rn *run) finish(outputs map[string]any, fail *Error) *Result {
-	rn.closeSessions()
+	closed := rn.closeSessions()
+	defer closed()
 	res := &Result{RunID: rn.id, State: StateSucceeded, Outputs: outputs}
 	p := vocab.RunFinished{State: StateSucceeded, Outputs: outputs}
 	if fail != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/agentctl/agentctl/events"
 	"github.com/agentctl/agentctl/events/vocab"
@@ -387,18 +388,26 @@ func (rn *run) nextAttempt(id string) int {
 // records of its end (a stdio server's process_exit) rides with this
 // lane's next commit (run.finished), after the records of the tasks that
 // used it: not through the sink of the task that opened it, whose lane
-// still holds records another commit took.
-func (rn *run) closeSessions() {
+// still holds records another commit took. A session whose close records
+// nothing (HTTP: one DELETE) is closed while that commit is made: wait,
+// which the caller calls after it, returns once every such close has
+// ended, so a run still returns with its sessions closed.
+func (rn *run) closeSessions() (wait func()) {
 	rn.mu.Lock()
 	opened := rn.opened
 	rn.opened = nil
 	rn.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, rs := range opened {
 		if rs.sess == nil {
 			continue
 		}
 		if rs.pool != nil {
 			rs.pool.release() // shared: closed by the pool
+			continue
+		}
+		if sc, ok := rs.sess.(silentCloser); ok && sc.ClosesSilently() {
+			wg.Go(func() { _ = rs.sess.Close(context.Background()) })
 			continue
 		}
 		if cr, ok := rs.sess.(closeRecorder); ok {
@@ -408,4 +417,5 @@ func (rn *run) closeSessions() {
 		}
 		_ = rs.sess.Close(context.Background())
 	}
+	return wg.Wait
 }

@@ -119,6 +119,14 @@ func (n netSession) CloseWith(ctx context.Context, sink transport.Sink) error {
 	return n.s.CloseWith(ctx, sink)
 }
 
+// silentCloser is a session whose close records nothing (HTTP), so the
+// run may close it while its last commit is made (closeSessions).
+type silentCloser interface {
+	ClosesSilently() bool
+}
+
+func (n netSession) ClosesSilently() bool { return n.s.ClosesSilently() }
+
 func (n netConn) Reattach(sessionID string) (Session, error) {
 	s, err := n.c.Reattach(sessionID)
 	if err != nil {
