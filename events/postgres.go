@@ -22,7 +22,8 @@ import (
 // (Handle rebinds ? to $N), the same hash chain. What differs lives here:
 // opening through pgx's stdlib driver under sqlx's "pgx" name, the schema
 // check (PostgreSQL is migrated by `agentctl db migrate`, never implicitly),
-// SQLSTATE classification, and the per-run writer lease (lease.go).
+// SQLSTATE classification, and the per-run writer lease (lease.go; a
+// worker's claims, lease_claim.go; the heartbeat, lease_heartbeat.go).
 
 // IsPostgres reports whether dsn is a postgres:// or postgresql:// URL
 // rather than a SQLite path.
