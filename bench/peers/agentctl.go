@@ -19,6 +19,9 @@ type agentSample struct {
 	wall  time.Duration
 	cpu   time.Duration
 	parts map[string]time.Duration
+	// warmRun is the producer's untimed warm-up run, whose rows are left
+	// out of the shape's.
+	warmRun string
 }
 
 // agentctlShape runs sh with agentctl as users run it, in one process
@@ -119,7 +122,10 @@ func (e *env) succeededRuns(ctx context.Context, db string) (int, error) {
 // Runner.Run per run with one session pool, -mode runs, or with queued,
 // Runner.Submit then workflow.Worker with Drain, -mode queue) and returns
 // the wall and CPU of the part the producer timed, which leaves out its
-// start and its opening of the database.
+// start, its opening of the database and a warm-up run of one.yaml: the
+// Go API is measured in a program as warm as the one DBOS runs in (it is
+// launched once and serves every round), its runs borrowing the warm-up's
+// MCP session as DBOS's shared variant uses its connected one.
 func (e *env) agentAPIShape(ctx context.Context, sh shape, db string, queued bool) (agentSample, error) {
 	args := []string{"-mode", "run", "-db", db, "-wf", filepath.Join(e.dir, "seq.yaml")}
 	if sh.inFlight > 1 && !sh.oneCall {
@@ -132,6 +138,7 @@ func (e *env) agentAPIShape(ctx context.Context, sh shape, db string, queued boo
 		}
 		args = []string{"-mode", mode, "-db", db, "-wf", filepath.Join(e.dir, "one.yaml"), "-n", strconv.Itoa(sh.calls), "-conc", strconv.Itoa(sh.inFlight)}
 	}
+	args = append(args, "-warm", filepath.Join(e.dir, "one.yaml"))
 	cmd := exec.CommandContext(ctx, e.cfg.producer, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -140,13 +147,14 @@ func (e *env) agentAPIShape(ctx context.Context, sh shape, db string, queued boo
 		return agentSample{}, fmt.Errorf("producer %s: %w\n%s", args[1], err, stderr.Bytes())
 	}
 	var t struct {
-		Wall map[string]time.Duration `json:"wallNs"`
-		CPU  map[string]time.Duration `json:"cpuNs"`
+		Wall    map[string]time.Duration `json:"wallNs"`
+		CPU     map[string]time.Duration `json:"cpuNs"`
+		WarmRun string                   `json:"warmRun"`
 	}
 	if err := json.Unmarshal(out, &t); err != nil {
 		return agentSample{}, fmt.Errorf("producer %s printed %q: %w", args[1], out, err)
 	}
-	a := agentSample{parts: t.Wall}
+	a := agentSample{parts: t.Wall, warmRun: t.WarmRun}
 	for k, d := range t.Wall {
 		a.wall += d
 		a.cpu += t.CPU[k]

@@ -18,7 +18,12 @@
 // for DBOS. A second agentctl system, "Go API in one process", runs the
 // same through workflow.Runner inside the producer (bench/peers/producer,
 // -mode run and -mode runs), timing only that part (no process start), as
-// DBOS is timed after its Launch. The many-runs shapes also measure
+// DBOS is timed after its Launch. The producer first runs one.yaml once,
+// untimed (-warm): DBOS serves every round from the one process launched
+// at setup, its connections and its session warm, and the Go API is timed
+// as warm: the database connection's backend has run agentctl's
+// statements, and the timed runs borrow the warm-up's MCP session, as
+// DBOS's shared variant uses its connected one. The many-runs shapes also measure
 // agentctl's queued path, a fleet's, as systems of their own ("queued"):
 // a producer process queueing the runs through the Go API that `agentctl
 // submit` calls (workflow.Runner.Submit) followed by `agentctl worker

@@ -69,15 +69,45 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 		if err != nil {
 			return sample{}, err
 		}
+		warm, err := e.runRows(ctx, schema, agent.warmRun)
+		if err != nil {
+			return sample{}, err
+		}
 		s.Rows, s.RowsBy = 0, map[string]int{}
 		for t, n := range rows1 {
-			if d := n - rows0[t]; d != 0 {
+			if d := n - rows0[t] - warm[t]; d != 0 {
 				s.RowsBy[t] = d
 				s.Rows += d
 			}
 		}
 	}
 	return s, nil
+}
+
+// runRows counts the rows of run runID in every table of schema that has
+// a run_id column, by table (none for runID "").
+func (e *env) runRows(ctx context.Context, schema, runID string) (map[string]int, error) {
+	counts := map[string]int{}
+	if runID == "" {
+		return counts, nil
+	}
+	rows, err := e.admin.Query(ctx, "SELECT table_name FROM information_schema.columns WHERE table_schema = $1 AND column_name = 'run_id'", schema)
+	if err != nil {
+		return nil, fmt.Errorf("list the tables of %s with runs: %w", schema, err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list the tables of %s with runs: %w", schema, err)
+	}
+	for _, t := range tables {
+		var n int
+		q := "SELECT count(*) FROM " + pgx.Identifier{schema, t}.Sanitize() + " WHERE run_id = $1"
+		if err := e.admin.QueryRow(ctx, q, runID).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count run %s in %s.%s: %w", runID, schema, t, err)
+		}
+		counts[t] = n
+	}
+	return counts, nil
 }
 
 // countRows counts the rows of every table in schema, by table (none for

@@ -132,6 +132,8 @@ func report(w io.Writer, cfg config, res *results) {
 	fmt.Fprintf(w, "\nIn the many-runs shapes, the agentctl column is the equivalent of DBOS's `dbos.RunWorkflow` + `GetResult`: one\n"+
 		"process executes the runs directly, K at once (CLI: one `agentctl run one.yaml --inputs FILE --runs-in-flight K`\n"+
 		"process, its start included; Go API: `Runner.Run` per run with one shared session pool, `producer -mode runs`).\n"+
+		"The Go API column is timed in a program as warm as DBOS's, which bench/peers launches once for every round:\n"+
+		"the producer first runs one.yaml once, untimed (`-warm`), and its timed runs borrow that run's MCP session.\n"+
 		"The \"queued\" rows are a fleet's path, which DBOS's direct runs do not take: a producer submits the runs (a\n"+
 		"commit each), then `agentctl worker --drain --concurrency K` claims and executes them (Go API: `Runner.Submit`\n"+
 		"then `worker.Worker` with Drain, `producer -mode queue`). The CLI times are the processes' wall and CPU, the\n"+

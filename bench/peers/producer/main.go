@@ -6,6 +6,13 @@
 //	producer -mode queue  -db DSN -wf FILE -n N -conc K   # queue N runs, then drain them here
 //	producer -mode runs   -db DSN -wf FILE -n N -conc K   # execute N runs here, K at once, no queue
 //
+// -warm FILE first runs FILE once, untimed, in this process: the database
+// connection, the server's backend and the Go runtime are then as warm as a
+// long-lived program's (DBOS's, launched once by bench/peers, is), and run
+// and runs borrow the warm-up's MCP session from their shared pool, as
+// DBOS's shared-session variant uses its connected session. Its run id is
+// printed (warmRun) so that bench/peers leaves its rows out.
+//
 // submit is the producer of agentctl's queued many-runs path: what
 // `agentctl submit` calls (workflow.Runner.Submit), without a process per
 // run. run, runs and queue measure agentctl through its Go API alone
@@ -48,6 +55,8 @@ func main() {
 type timing struct {
 	Wall map[string]time.Duration `json:"wallNs"`
 	CPU  map[string]time.Duration `json:"cpuNs"`
+	// WarmRun is the -warm run's id, whose rows are not the timed part's.
+	WarmRun string `json:"warmRun,omitempty"`
 }
 
 func run(args []string) error {
@@ -58,6 +67,7 @@ func run(args []string) error {
 	n := fs.Int("n", 1, "runs to queue (runs: to execute)")
 	conc := fs.Int("conc", 1, "submits at once, and (queue, runs) runs executed at once")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed parts to this file")
+	warm := fs.String("warm", "", "a workflow run once, untimed, before the timed part (run, runs and queue)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,6 +85,16 @@ func run(args []string) error {
 	}
 	defer edb.Close()
 	t := timing{Wall: map[string]time.Duration{}, CPU: map[string]time.Duration{}}
+	// pool is the timed runs' session pool: nil (each run opens its own
+	// session) unless a warm-up opened one for them.
+	var pool *workflow.SessionPool
+	if *warm != "" && *mode != "submit" {
+		pool = workflow.NewSessionPool()
+		defer pool.Close()
+		if t.WarmRun, err = warmUp(ctx, edb, pool, *warm); err != nil {
+			return err
+		}
+	}
 	part := func(name string, fn func() error) error {
 		if *cpuProfile != "" {
 			stop, err := startProfile(*cpuProfile)
@@ -96,7 +116,7 @@ func run(args []string) error {
 		return edb.Close()
 	case "run":
 		err = part("run", func() error {
-			res, err := (&workflow.Runner{DB: edb}).Run(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "run"})
+			res, err := (&workflow.Runner{DB: edb, Sessions: pool}).Run(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "run"})
 			if err != nil {
 				return err
 			}
@@ -128,7 +148,7 @@ func run(args []string) error {
 			return nil
 		})
 	case "runs":
-		err = part("runs", func() error { return runMany(ctx, edb, wf, *n, *conc) })
+		err = part("runs", func() error { return runMany(ctx, edb, pool, wf, *n, *conc) })
 	default:
 		return fmt.Errorf("-mode %q: want submit, run, queue or runs", *mode)
 	}
@@ -156,12 +176,31 @@ func submit(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int)
 	return nil
 }
 
+// warmUp runs the workflow file once with pool and returns its run id.
+func warmUp(ctx context.Context, edb *events.DB, pool *workflow.SessionPool, file string) (string, error) {
+	wf, err := spec.Load(file)
+	if err != nil {
+		return "", err
+	}
+	res, err := (&workflow.Runner{DB: edb, Sessions: pool}).Run(ctx, wf, map[string]any{}, workflow.RunOptions{Command: "run"})
+	if err != nil {
+		return "", fmt.Errorf("warm-up run: %w", err)
+	}
+	if res.State != "succeeded" {
+		return "", fmt.Errorf("warm-up run %s ended %s", res.RunID, res.State)
+	}
+	return res.RunID, nil
+}
+
 // runMany executes n runs of wf in this process, conc at once, through
-// workflow.Runner.Run with one session pool: what `agentctl run --inputs`
-// does, and what dbos.RunWorkflow in a loop does for DBOS.
-func runMany(ctx context.Context, edb *events.DB, wf *spec.Workflow, n, conc int) error {
-	pool := workflow.NewSessionPool()
-	defer pool.Close()
+// workflow.Runner.Run with one session pool (pool, or a new one): what
+// `agentctl run --inputs` does, and what dbos.RunWorkflow in a loop does for
+// DBOS.
+func runMany(ctx context.Context, edb *events.DB, pool *workflow.SessionPool, wf *spec.Workflow, n, conc int) error {
+	if pool == nil {
+		pool = workflow.NewSessionPool()
+		defer pool.Close()
+	}
 	return fanOut(n, conc, func() func() error {
 		r := &workflow.Runner{DB: edb, Sessions: pool} // one per goroutine
 		return func() error {
