@@ -95,9 +95,15 @@ func run(args []string) error {
 			return err
 		}
 	}
+	return t.measure(ctx, edb, pool, wf, *mode, *n, *conc, *cpuProfile)
+}
+
+// measure runs mode's timed parts, then prints t.
+func (t timing) measure(ctx context.Context, edb *events.DB, pool *workflow.SessionPool, wf *spec.Workflow, mode string, n, conc int, cpuProfile string) error {
+	var err error
 	part := func(name string, fn func() error) error {
-		if *cpuProfile != "" {
-			stop, err := startProfile(*cpuProfile)
+		if cpuProfile != "" {
+			stop, err := startProfile(cpuProfile)
 			if err != nil {
 				return err
 			}
@@ -108,9 +114,9 @@ func run(args []string) error {
 		t.Wall[name], t.CPU[name] = time.Since(start), cpuTime()-cpu0
 		return err
 	}
-	switch *mode {
+	switch mode {
 	case "submit":
-		if err := submit(ctx, edb, wf, *n, *conc); err != nil {
+		if err := submit(ctx, edb, wf, n, conc); err != nil {
 			return err
 		}
 		return edb.Close()
@@ -126,12 +132,12 @@ func run(args []string) error {
 			return nil
 		})
 	case "queue":
-		if err = part("submit", func() error { return submit(ctx, edb, wf, *n, *conc) }); err != nil {
+		if err = part("submit", func() error { return submit(ctx, edb, wf, n, conc) }); err != nil {
 			return err
 		}
 		err = part("drain", func() error {
 			// NewRunner is required: worker.Worker calls it without a nil check.
-			w := &worker.Worker{DB: edb, Concurrency: *conc, Drain: true, NewRunner: func() *workflow.Runner { return &workflow.Runner{} }}
+			w := &worker.Worker{DB: edb, Concurrency: conc, Drain: true, NewRunner: func() *workflow.Runner { return &workflow.Runner{} }}
 			done, err := w.Run(ctx)
 			if err != nil {
 				return err
@@ -142,15 +148,15 @@ func run(args []string) error {
 					ok++
 				}
 			}
-			if ok != *n {
-				return fmt.Errorf("worker: %d of %d runs succeeded", ok, *n)
+			if ok != n {
+				return fmt.Errorf("worker: %d of %d runs succeeded", ok, n)
 			}
 			return nil
 		})
 	case "runs":
-		err = part("runs", func() error { return runMany(ctx, edb, pool, wf, *n, *conc) })
+		err = part("runs", func() error { return runMany(ctx, edb, pool, wf, n, conc) })
 	default:
-		return fmt.Errorf("-mode %q: want submit, run, queue or runs", *mode)
+		return fmt.Errorf("-mode %q: want submit, run, queue or runs", mode)
 	}
 	if err != nil {
 		return err
