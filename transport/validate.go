@@ -201,6 +201,14 @@ type compiledSchema struct {
 	graph *schemaGraph
 }
 
+// cached returns the compiled schema for raw when the cache holds it, else
+// nil; it never compiles.
+func (c *schemaCache) cached(raw []byte) *compiledSchema {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[string(raw)]
+}
+
 // compile returns the compiled schema for raw, compiling it on a miss; a
 // schema that fails to compile is not cached.
 func (c *schemaCache) compile(raw []byte) (*compiledSchema, error) {

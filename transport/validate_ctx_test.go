@@ -54,3 +54,43 @@ func TestValidateArgumentsContext_CancelledBeforeValidation(t *testing.T) {
 		t.Fatalf("output violation: err = %v, want KindInvalidOutput", err)
 	}
 }
+
+// TestValidateContext_InlineOnlyWhenBounded: a validation runs on the
+// caller's goroutine only when the compiled schema's static bound puts it
+// under inlineSteps evaluations; a schema not compiled yet, one with a
+// cycle, or a value with many parts is validated beside the context. The
+// verdict is the same either way.
+func TestValidateContext_InlineOnlyWhenBounded(t *testing.T) {
+	schema := []byte(`{"type":"object","properties":{"message":{"type":"string"},"rows":{"type":"array","items":{"type":"integer"}}},"required":["message"]}`)
+	tool := Tool{Name: "echo", InputSchema: schema}
+	small := []byte(`{"message":"m"}`)
+	if cheap(schema, small) {
+		t.Fatal("a schema never compiled is cheap")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := ValidateArgumentsContext(ctx, tool, small); err != nil { // compiles it, beside
+		t.Fatalf("valid arguments: %v", err)
+	}
+	if !cheap(schema, small) {
+		t.Fatal("an ordinary schema with a one-member value is not cheap")
+	}
+	if err := ValidateArgumentsContext(ctx, tool, []byte(`{"message":1}`)); KindOf(err) != KindInvalidArguments {
+		t.Fatalf("invalid arguments, inline: err = %v (kind %s), want KindInvalidArguments", err, KindOf(err))
+	}
+	rows := []byte(`{"message":"m","rows":[` + strings.Repeat("1,", 2000) + `1]}`)
+	if cheap(schema, rows) {
+		t.Fatal("2,002 values are cheap")
+	}
+	if err := ValidateArgumentsContext(ctx, tool, rows); err != nil {
+		t.Fatalf("valid rows, beside: %v", err)
+	}
+
+	cyclic := []byte(`{"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}`)
+	if err := ValidateArguments(Tool{Name: "list", InputSchema: cyclic}, []byte(`{"next":{}}`)); err != nil {
+		t.Fatalf("cyclic schema: %v", err)
+	}
+	if cheap(cyclic, []byte(`{"next":{}}`)) {
+		t.Fatal("a schema with a cycle is cheap")
+	}
+}
