@@ -87,37 +87,26 @@ func (e *env) measure(ctx context.Context, sys string, sh shape) (sample, error)
 // runRows counts the rows of run runID in every table of schema that has
 // a run_id column, by table (none for runID "").
 func (e *env) runRows(ctx context.Context, schema, runID string) (map[string]int, error) {
-	counts := map[string]int{}
 	if runID == "" {
-		return counts, nil
+		return map[string]int{}, nil
 	}
-	rows, err := e.admin.Query(ctx, "SELECT table_name FROM information_schema.columns WHERE table_schema = $1 AND column_name = 'run_id'", schema)
-	if err != nil {
-		return nil, fmt.Errorf("list the tables of %s with runs: %w", schema, err)
-	}
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("list the tables of %s with runs: %w", schema, err)
-	}
-	for _, t := range tables {
-		var n int
-		q := "SELECT count(*) FROM " + pgx.Identifier{schema, t}.Sanitize() + " WHERE run_id = $1"
-		if err := e.admin.QueryRow(ctx, q, runID).Scan(&n); err != nil {
-			return nil, fmt.Errorf("count run %s in %s.%s: %w", runID, schema, t, err)
-		}
-		counts[t] = n
-	}
-	return counts, nil
+	return e.count(ctx, schema, "SELECT table_name FROM information_schema.columns WHERE table_schema = $1 AND column_name = 'run_id'",
+		" WHERE run_id = $1", runID)
 }
 
 // countRows counts the rows of every table in schema, by table (none for
 // "").
 func (e *env) countRows(ctx context.Context, schema string) (map[string]int, error) {
-	counts := map[string]int{}
 	if schema == "" {
-		return counts, nil
+		return map[string]int{}, nil
 	}
-	rows, err := e.admin.Query(ctx, "SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
+	return e.count(ctx, schema, "SELECT tablename FROM pg_tables WHERE schemaname = $1", "")
+}
+
+// count counts, in each table of schema that list names, the rows where
+// (a condition on args, or nothing) holds.
+func (e *env) count(ctx context.Context, schema, list, where string, args ...any) (map[string]int, error) {
+	rows, err := e.admin.Query(ctx, list, schema)
 	if err != nil {
 		return nil, fmt.Errorf("list the tables of %s: %w", schema, err)
 	}
@@ -125,10 +114,11 @@ func (e *env) countRows(ctx context.Context, schema string) (map[string]int, err
 	if err != nil {
 		return nil, fmt.Errorf("list the tables of %s: %w", schema, err)
 	}
+	counts := map[string]int{}
 	for _, t := range tables {
 		var n int
-		if err := e.admin.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, t}.Sanitize()).Scan(&n); err != nil {
-			return nil, fmt.Errorf("count %s.%s: %w", schema, t, err)
+		if err := e.admin.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, t}.Sanitize()+where, args...).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count %s.%s%s: %w", schema, t, where, err)
 		}
 		counts[t] = n
 	}
