@@ -29,8 +29,9 @@ func DecodeFrame(e events.Event) (Frame, error) {
 }
 
 // DecodeFrameHeader is DecodeFrame without the body, which it neither
-// reads nor checks when the members before it are plain (the body is last
-// as frames are written): for readers that route frames, not read them.
+// reads nor checks when the other members are plain: it only finds where
+// the body ends, by its strings and brackets, to read any member after it.
+// For readers that route frames, not read them.
 func DecodeFrameHeader(e events.Event) (Frame, error) {
 	p, err := e.Plaintext()
 	if err != nil {
@@ -44,7 +45,10 @@ func DecodeFrameHeader(e events.Event) (Frame, error) {
 	return f, err
 }
 
-// scanFrame reads a frame payload; with header set it stops at "body".
+// scanFrame reads a frame payload; with header set it skips the body
+// without reading or checking it, and still reads the members after it
+// (frames are written with the body last, but a log may hold one that is
+// not, and the header must be what the whole frame says).
 func scanFrame(p string, header bool) (f Frame, ok bool) {
 	if !utf8.ValidString(p) { // encoding/json would rewrite the bytes; the log never holds such a payload
 		return f, false
@@ -65,10 +69,15 @@ func scanFrame(p string, header bool) (f Frame, ok bool) {
 			return f, false
 		}
 		i = jsonscan.SkipSpace(p, i+1)
-		if header && key == "body" {
-			return f, true
-		}
-		if key == "move" { // a request's or a response's move: decode it alone, not the whole frame
+		if header && key == "body" { // not read, but what follows it is
+			if seen&bodyBit != 0 {
+				return f, false
+			}
+			seen |= bodyBit
+			if i, ok = jsonscan.SkipUnchecked(p, i); !ok {
+				return f, false
+			}
+		} else if key == "move" { // a request's or a response's move: decode it alone, not the whole frame
 			if seen&moveBit != 0 {
 				return f, false
 			}
@@ -145,13 +154,16 @@ func frameMember(f *Frame, key string) (bit uint16, str *string, num *int, raw *
 	case "effectId":
 		return 1 << 10, &f.EffectID, nil, nil
 	case "body":
-		return 1 << 11, nil, nil, &f.Body
+		return bodyBit, nil, nil, &f.Body
 	}
 	return 0, nil, nil, nil
 }
 
 // moveBit tells a repeated "move" member apart (frameMember's bits are 0–11).
 const moveBit = 1 << 12
+
+// bodyBit is frameMember's bit for "body".
+const bodyBit = 1 << 11
 
 // scanMove reads the move member's value at p[i:], as encoding/json would
 // into Frame.Move: null leaves it nil. Only the move's own bytes are

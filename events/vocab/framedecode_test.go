@@ -20,6 +20,9 @@ func FuzzDecodeFrame(f *testing.F) {
 		`{"dir":"in","kind":"response","remote":"r","generation":1,"move":{"TO":"failed","trigger":"error","reason":"a\"b","extra":[1]},"body":{}}`,
 		`{"dir":"in","kind":"k","remote":"r","generation":1,"move":{"to":"x"},"move":{"trigger":"y"},"body":1}`,
 		`{"dir":"in","kind":"k","remote":"r","generation":1,"move":[1],"body":1}`,
+		`{"body":null,"move":{}}`,
+		`{"dir":"in","kind":"k","remote":"r","body":{"a":"}"},"generation":2,"taskId":"t"}`,
+		`{"dir":"in","kind":"k","remote":"r","generation":1,"body":1,"body":2}`,
 	} {
 		f.Add(s)
 	}
@@ -111,5 +114,24 @@ func TestScanMoveObject(t *testing.T) {
 		if !ok || m != *want {
 			t.Errorf("scanMoveObject(%q) = %+v, %v; want %+v", p, m, ok, *want)
 		}
+	}
+}
+
+// TestScanFrameHeaderReadsPastBody: the header scan skips the body but
+// still reads the members after it, so a frame whose body is not last has
+// the header its whole frame has (fuzz: a move after a null body was read
+// by the whole scan only).
+func TestScanFrameHeaderReadsPastBody(t *testing.T) {
+	for p, want := range map[string]Frame{
+		`{"body":null,"move":{}}`: {Move: &Move{}},
+		`{"dir":"in","kind":"k","remote":"r","body":{"a":"}"},"generation":2,"taskId":"t"}`: {Dir: "in", Kind: "k", Remote: "r", Generation: 2, TaskID: "t"},
+	} {
+		h, ok := scanFrame(p, true)
+		if !ok || !reflect.DeepEqual(h, want) {
+			t.Fatalf("header scan of %q = %+v, %v; want %+v", p, h, ok, want)
+		}
+	}
+	if _, ok := scanFrame(`{"dir":"in","body":1,"body":2}`, true); ok {
+		t.Fatal("the header scan took a repeated body")
 	}
 }

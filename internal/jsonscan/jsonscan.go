@@ -184,6 +184,23 @@ func intDelim(c byte) bool {
 // the whitespace after it). ok is false when the text there is not one
 // valid JSON value followed by a delimiter. Any input.
 func SkipValue[T Text](p T, i int) (end int, ok bool) {
+	j, ok := skip(p, i)
+	if !ok {
+		return i, false
+	}
+	return checked(p, i, j)
+}
+
+// SkipUnchecked is SkipValue without the check: it finds where the value
+// at p[i] stops by its strings and brackets alone, for a reader that must
+// know what follows a value it does not read. A value it takes may still
+// be invalid JSON. Any input.
+func SkipUnchecked[T Text](p T, i int) (end int, ok bool) {
+	return skip(p, i)
+}
+
+// skip is where the value at p[i] stops, by strings and brackets.
+func skip[T Text](p T, i int) (int, bool) {
 	depth, j := 0, i
 	for ; j < len(p); j++ {
 		switch p[j] {
@@ -202,16 +219,16 @@ func SkipValue[T Text](p T, i int) (end int, ok bool) {
 			depth++
 		case '}', ']':
 			if depth == 0 {
-				return checked(p, i, j)
+				return j, true
 			}
 			depth--
 		case ',':
 			if depth == 0 {
-				return checked(p, i, j)
+				return j, true
 			}
 		}
 		if depth == 0 && j+1 < len(p) && (p[j] == '"' || p[j] == '}' || p[j] == ']') {
-			return checked(p, i, j+1)
+			return j + 1, true
 		}
 	}
 	return i, false
