@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -251,11 +253,32 @@ func TestCLI_FleetOnPostgres(t *testing.T) {
 		}
 		return true
 	})
+	// A run taken over may also be finished by its new owner between two
+	// polls, which deletes its lease row; its log has then grown since w1
+	// stopped, which w1 cannot have done.
+	lastSeq := func(runID string) int64 {
+		var n int64
+		if err := x.Get(&n, `SELECT coalesce(max(seq), 0) FROM events WHERE run_id = $1`, runID); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	seqAtStop := map[string]int64{}
+	for _, s := range stopped {
+		seqAtStop[s.RunID] = lastSeq(s.RunID)
+	}
 	waitFor("one of w1's runs taken over", func() bool {
 		for _, s := range stopped {
 			var epoch int64
 			var owner *string
-			if err := x.QueryRow(`SELECT lease_epoch, owner FROM run_leases WHERE run_id = $1`, s.RunID).Scan(&epoch, &owner); err != nil {
+			err := x.QueryRow(`SELECT lease_epoch, owner FROM run_leases WHERE run_id = $1`, s.RunID).Scan(&epoch, &owner)
+			if errors.Is(err, sql.ErrNoRows) {
+				if lastSeq(s.RunID) > seqAtStop[s.RunID] {
+					return true
+				}
+				t.Fatalf("run %s: its lease row is gone while w1, its holder, is stopped, and its log has not grown", s.RunID)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			if epoch > s.Epoch {
