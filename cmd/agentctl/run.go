@@ -89,9 +89,12 @@ first other failure); Ctrl-C starts no more runs and stops those in flight as it
 				return invalid(fmt.Errorf("--concurrency must be at least 1, got %d", f.concurrency))
 			}
 			opts := workflow.RunOptions{Command: "run", Concurrency: f.concurrency}
+			lanes := workflowLanes(wf, f.concurrency)
 			if f.many != "" {
+				a.fitLanes(lanes * f.inFlight)
 				return a.runMany(cmd.Context(), wf, f.many, f.inFlight, opts)
 			}
+			a.fitLanes(lanes)
 			inputs, err := f.resolve(wf)
 			if err != nil {
 				return err
