@@ -9,8 +9,9 @@ import (
 )
 
 // fitProcs, set by main only (tests run commands in their own process and
-// keep its GOMAXPROCS), lowers GOMAXPROCS to the lanes a run on
-// PostgreSQL can keep busy at once, unless the user set GOMAXPROCS. A
+// keep its GOMAXPROCS), lowers GOMAXPROCS to the lanes a run (or a
+// worker: its --concurrency) on PostgreSQL can keep busy at once, unless
+// the user set GOMAXPROCS. A
 // run's own work is short bursts between waits on its database and its MCP
 // servers: with more Ps than lanes, every hand-off between goroutines (the
 // HTTP transport's read and write loops, the database driver, the group

@@ -86,6 +86,9 @@ session leaves the pool. Remotes with an OAuth auth block and stdio servers are 
 			if err := f.check(); err != nil {
 				return err
 			}
+			// Its runs' widths are unknown until they are claimed: one
+			// lane per run it executes at once.
+			a.fitLanes(f.concurrency)
 			return a.runWorker(cmd.Context(), f)
 		},
 	}
