@@ -144,6 +144,31 @@ type Client struct {
 
 	protoMu  sync.Mutex
 	resolved string // the version an auto probe settled on
+
+	// live counts the HTTP sessions Connect and Reattach returned that are
+	// not closed yet; when the last one closes, the client's idle pooled
+	// connections are closed too (release).
+	live atomic.Int64
+}
+
+// hold counts s as one of the client's live HTTP sessions.
+func (c *Client) hold(s *Session) *Session {
+	if s.proc == nil {
+		s.held = true
+		c.live.Add(1)
+	}
+	return s
+}
+
+// release ends one live session's hold. The last one closes the idle
+// connections of the client's own pool: a client that nobody will use
+// again (a run's, once it closed its sessions) would otherwise keep them,
+// two goroutines here and one in the server each, for IdleConnTimeout. A
+// later Connect dials anew. An injected client's pool is its owner's.
+func (c *Client) release() {
+	if c.live.Add(-1) == 0 && !c.injected {
+		c.http.CloseIdleConnections()
+	}
 }
 
 // reservedHeaders may not be set through Config.Headers.
@@ -260,6 +285,7 @@ type Session struct {
 	c         *Client
 	sessionID string
 	closed    atomic.Bool
+	held      bool // counted in c.live (hold)
 	// toolsChanged is set by notifications/tools/list_changed on any of the
 	// session's streams and cleared when ListTools starts (ToolsChanged).
 	toolsChanged atomic.Bool
@@ -300,7 +326,11 @@ func (c *Client) Connect(ctx context.Context, sink Sink) (*Session, error) {
 		}
 		return sess, nil
 	}
-	return s.open(ctx, sink)
+	sess, err := s.open(ctx, sink)
+	if err != nil {
+		return nil, err
+	}
+	return c.hold(sess), nil
 }
 
 // open runs the lifecycle of the client's pin once the transport is up.
@@ -397,7 +427,13 @@ func (s *Session) CloseWith(ctx context.Context, sink Sink) error {
 		}
 		return s.closeStdio(ctx, sink)
 	}
-	if s.sessionID == "" || s.closed.Swap(true) {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.held {
+		defer s.c.release()
+	}
+	if s.sessionID == "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)

@@ -174,7 +174,7 @@ func (c *Client) Reattach(sessionID string) (*Session, error) {
 	if sessionID == "" || !visibleASCII(sessionID) {
 		return nil, &Error{Op: "reattach", Kind: KindMalformed, Message: "recorded session id is empty or not visible ASCII"}
 	}
-	return &Session{c: c, sessionID: sessionID, ProtocolVersion: ProtocolVersion}, nil
+	return c.hold(&Session{c: c, sessionID: sessionID, ProtocolVersion: ProtocolVersion}), nil
 }
 
 // TaskCall is the answer to a task-augmented tools/call: Task when the

@@ -1,0 +1,107 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// connWatch counts a server's connections by net/http's ConnState hook.
+type connWatch struct {
+	mu      sync.Mutex
+	dialed  int
+	open    int
+	allGone chan struct{} // signalled each time open drops to 0
+}
+
+func (w *connWatch) state(_ net.Conn, st http.ConnState) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		w.dialed++
+		w.open++
+	case http.StateClosed, http.StateHijacked:
+		w.open--
+		if w.open == 0 {
+			select {
+			case w.allGone <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (w *connWatch) counts() (dialed, open int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dialed, w.open
+}
+
+// TestClosingLastSessionReleasesConnections: a client keeps its pooled
+// connections while one of its sessions is open, and closes them when the
+// last one closes, so that a client nobody uses again (a run's) leaves no
+// connection behind for IdleConnTimeout.
+func TestClosingLastSessionReleasesConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts *mcp.StreamableHTTPOptions
+	}{
+		{"sse", nil},
+		{"stateless", &mcp.StreamableHTTPOptions{Stateless: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mcp.NewServer(&mcp.Implementation{Name: "sdk", Version: "v0"}, nil)
+			mcp.AddTool(srv, &mcp.Tool{Name: "greet"}, func(ctx context.Context, req *mcp.CallToolRequest, in greetIn) (*mcp.CallToolResult, greetOut, error) {
+				return nil, greetOut{Greeting: "hello " + in.Name}, nil
+			})
+			w := &connWatch{allGone: make(chan struct{}, 1)}
+			ts := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, tc.opts))
+			ts.Config.ConnState = w.state
+			ts.Start()
+			t.Cleanup(ts.Close)
+
+			ctx := context.Background()
+			c := newClient(t, ts.URL, nil)
+			s1, err := c.Connect(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s2, err := c.Connect(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := func(s *Session) {
+				t.Helper()
+				if _, err := s.CallTool(ctx, CallRequest{Tool: "greet", Arguments: json.RawMessage(`{"name":"ada"}`)}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			call(s1)
+			if err := s1.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := w.counts()
+			call(s2) // s2 still holds the pool: the call reuses an idle connection
+			if dialed, _ := w.counts(); dialed != before {
+				t.Fatalf("closing one of two sessions closed the pool: %d connections dialed, %d before", dialed, before)
+			}
+			if err := s2.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-w.allGone:
+			case <-time.After(10 * time.Second):
+				_, open := w.counts()
+				t.Fatalf("%d connections still open 10 s after the client's last session closed", open)
+			}
+		})
+	}
+}
