@@ -2,8 +2,10 @@ package workflow_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,5 +51,80 @@ func TestRun_ReturnsWithHTTPSessionsClosed(t *testing.T) {
 	}
 	if d, a := deletes.Load(), answered.Load(); d != 1 || a != 1 {
 		t.Fatalf("when the run returned the server had %d DELETE requests, %d answered; want 1 and 1", d, a)
+	}
+}
+
+// TestRun_LeavesNoConnectionOpen: a run that dialed its own server client
+// (no SessionPool) closes that client's connections with its sessions, so
+// that a program running many runs (the Go API, a worker without a pool)
+// does not keep each run's idle connections, and their goroutines, for the
+// transport's idle timeout. The server sees every connection it accepted
+// closed once the run of 4 concurrent tasks returned; with a pool the
+// connections stay, for the next run, until the pool closes.
+func TestRun_LeavesNoConnectionOpen(t *testing.T) {
+	for _, pooled := range []bool{false, true} {
+		t.Run(map[bool]string{false: "own client", true: "pool"}[pooled], func(t *testing.T) {
+			s := demoserver.New(demoserver.Options{})
+			var mu sync.Mutex
+			accepted, open := 0, 0
+			gone := make(chan struct{}, 1)
+			hs := httptest.NewUnstartedServer(s.Handler())
+			hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch st {
+				case http.StateNew:
+					accepted++
+					open++
+				case http.StateClosed, http.StateHijacked:
+					if open--; open == 0 {
+						select {
+						case gone <- struct{}{}:
+						default:
+						}
+					}
+				}
+			}
+			hs.Start()
+			t.Cleanup(func() {
+				for ss := range s.MCPServer().Sessions() {
+					_ = ss.Close()
+				}
+				hs.CloseClientConnections()
+				hs.Close()
+			})
+			wf, err := spec.Parse("four.yaml", []byte(chains(hs.URL+"/mcp", 4, 2, "echo", "{message: m}")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			db := testkit.OpenDB(t, t.TempDir()+"/a.db", events.Options{})
+			runner := &workflow.Runner{DB: db}
+			if pooled {
+				runner.Sessions = workflow.NewSessionPool()
+			}
+			res, err := runner.Run(context.Background(), wf, nil, workflow.RunOptions{})
+			if err != nil || res.Err != nil {
+				t.Fatalf("run: %v %v", err, res.Err)
+			}
+			mu.Lock()
+			n, still := accepted, open
+			mu.Unlock()
+			if n == 0 {
+				t.Fatal("the server accepted no connection")
+			}
+			if pooled {
+				if still == 0 {
+					t.Fatal("the pool's session lost its connections when the run ended")
+				}
+				runner.Sessions.Close()
+			}
+			select {
+			case <-gone:
+			case <-time.After(10 * time.Second):
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("%d of the %d connections the server accepted still open 10 s after the run (pooled %v) ended", open, accepted, pooled)
+			}
+		})
 	}
 }
