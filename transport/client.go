@@ -161,15 +161,24 @@ func (c *Client) hold(s *Session) *Session {
 }
 
 // release ends one live session's hold. The last one closes the idle
-// connections of the client's own pool: a client that nobody will use
+// connections of the client's own pool, and its Authorizer's: a client that nobody will use
 // again (a run's, once it closed its sessions) would otherwise keep them,
 // two goroutines here and one in the server each, for IdleConnTimeout. A
 // later Connect dials anew. An injected client's pool is its owner's.
 func (c *Client) release() {
-	if c.live.Add(-1) == 0 && !c.injected {
+	if c.live.Add(-1) != 0 {
+		return
+	}
+	if !c.injected {
 		c.http.CloseIdleConnections()
 	}
+	if a, ok := c.cfg.Authorizer.(idleCloser); ok {
+		a.CloseIdleConnections() // the authorization server's (oauth.Authorizer)
+	}
 }
+
+// idleCloser is an Authorizer with connections of its own to close.
+type idleCloser interface{ CloseIdleConnections() }
 
 // reservedHeaders may not be set through Config.Headers.
 var reservedHeaders = map[string]bool{

@@ -43,6 +43,14 @@ type policyChecked struct {
 	base http.RoundTripper
 }
 
+// CloseIdleConnections closes the base transport's idle connections
+// (http.Client.CloseIdleConnections reaches them only through this).
+func (c policyChecked) CloseIdleConnections() {
+	if ci, ok := c.base.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
 // RoundTrip implements http.RoundTripper.
 func (c policyChecked) RoundTrip(req *http.Request) (*http.Response, error) {
 	if _, err := c.p.checkURL(req.URL.String()); err != nil {

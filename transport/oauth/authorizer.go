@@ -25,6 +25,17 @@ type Authorizer struct {
 	scopes []string     // the scopes requested so far (accumulated by step-up)
 }
 
+// CloseIdleConnections closes the idle connections of Config.HTTPClient,
+// through which its metadata, registration and token requests went (nil:
+// nothing; the default client's pool is not its own). The transport calls
+// it when the last session of the client it authorizes closes, so that a
+// run's authorization server connections end with the run.
+func (a *Authorizer) CloseIdleConnections() {
+	if a.cfg.HTTPClient != nil {
+		a.cfg.HTTPClient.CloseIdleConnections()
+	}
+}
+
 // New returns an Authorizer for the MCP server at serverURL. store keeps
 // the credentials (NewMemStore for a one-shot command); obs may be nil.
 func New(serverURL string, cfg Config, store Store, obs Observer) (*Authorizer, error) {

@@ -360,3 +360,34 @@ func TestForgedCallbackIgnored(t *testing.T) {
 		t.Fatalf("forged response refused %d times, token request code %q", forged, as.Last("/token").Form.Get("code"))
 	}
 }
+
+// The authorization server's connections end with the last session of the
+// transport client the Authorizer serves: a run's OAuth client is its own
+// (workflow builds one per run), and its idle connections would otherwise
+// stay open for the pool's idle timeout after the run.
+func TestASConnectionsEndWithLastSession(t *testing.T) {
+	as := oauthtest.NewAS(t)
+	srv := oauthtest.Protect(t, as, mcptest.Options{}, mcptest.ToolDef{Name: "echo"})
+	pol := transport.Policy{AllowedSchemes: []string{"http"}, AllowPrivate: true, NetworkAllowlist: []string{"127.0.0.1"}}
+	auth, err := oauth.New(srv.URL, oauth.Config{OpenBrowser: oauthtest.Browser, HTTPClient: transport.PolicyClient(pol)}, oauth.NewMemStore(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := transport.New(transport.Config{URL: srv.URL, Authorizer: auth, Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Connect(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := call(t, s, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := as.WaitNoConnections(t, 10*time.Second); n == 0 {
+		t.Fatal("the login made no connection to the AS")
+	}
+}

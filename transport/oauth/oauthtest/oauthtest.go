@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
@@ -39,6 +40,53 @@ type AS struct {
 	access   map[string][]string // live access token → scopes
 	refresh  map[string][]string // live refresh token → scopes
 	next     int
+
+	conns connCount // the clients' connections to the AS
+}
+
+// connCount counts a server's open connections (net/http's ConnState).
+type connCount struct {
+	mu       sync.Mutex
+	accepted int
+	open     int
+	none     chan struct{} // signalled each time open drops to 0
+}
+
+func (c *connCount) state(_ net.Conn, st http.ConnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		c.accepted++
+		c.open++
+	case http.StateClosed, http.StateHijacked:
+		if c.open--; c.open == 0 {
+			select {
+			case c.none <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// WaitNoConnections fails tb unless every connection a client made to the
+// AS is closed within d; it reports how many the AS accepted in all.
+func (as *AS) WaitNoConnections(tb testing.TB, d time.Duration) int {
+	tb.Helper()
+	c := &as.conns
+	c.mu.Lock()
+	accepted, open := c.accepted, c.open
+	c.mu.Unlock()
+	if open > 0 {
+		select {
+		case <-c.none:
+		case <-time.After(d):
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			tb.Fatalf("oauthtest: %d of the %d connections to the AS still open after %v", c.open, c.accepted, d)
+		}
+	}
+	return accepted
 }
 
 // Request is one request the AS received.
@@ -58,7 +106,8 @@ type codeGrant struct {
 func NewAS(tb testing.TB) *AS {
 	tb.Helper()
 	as := &AS{codes: map[string]codeGrant{}, access: map[string][]string{}, refresh: map[string][]string{}}
-	as.URL = serve(tb, http.HandlerFunc(as.serve))
+	as.conns.none = make(chan struct{}, 1)
+	as.URL = serveCounted(tb, http.HandlerFunc(as.serve), as.conns.state)
 	u := as.URL
 	as.meta = map[string]any{
 		"issuer": u, "authorization_endpoint": u + "/authorize", "token_endpoint": u + "/token",
@@ -69,12 +118,15 @@ func NewAS(tb testing.TB) *AS {
 	return as
 }
 
-func serve(tb testing.TB, h http.Handler) string {
+func serve(tb testing.TB, h http.Handler) string { return serveCounted(tb, h, nil) }
+
+// serveCounted is serve with a ConnState hook (nil: none).
+func serveCounted(tb testing.TB, h http.Handler, state func(net.Conn, http.ConnState)) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ts := &httptest.Server{Listener: l, Config: &http.Server{Handler: h}}
+	ts := &httptest.Server{Listener: l, Config: &http.Server{Handler: h, ConnState: state}}
 	ts.Start()
 	tb.Cleanup(ts.Close)
 	return ts.URL
@@ -387,6 +439,7 @@ func Browser(ctx context.Context, u string) error {
 	if err != nil {
 		return err
 	}
+	req.Close = true // the browser's connection ends with its visit (AS.WaitNoConnections)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
