@@ -3,47 +3,15 @@ package transport
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentctl/agentctl/internal/connstate"
 )
-
-// connWatch counts a server's connections by net/http's ConnState hook.
-type connWatch struct {
-	mu      sync.Mutex
-	dialed  int
-	open    int
-	allGone chan struct{} // signalled each time open drops to 0
-}
-
-func (w *connWatch) state(_ net.Conn, st http.ConnState) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch st {
-	case http.StateNew:
-		w.dialed++
-		w.open++
-	case http.StateClosed, http.StateHijacked:
-		w.open--
-		if w.open == 0 {
-			select {
-			case w.allGone <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
-
-func (w *connWatch) counts() (dialed, open int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.dialed, w.open
-}
 
 // TestClosingLastSessionReleasesConnections: a client keeps its pooled
 // connections while one of its sessions is open, and closes them when the
@@ -62,9 +30,9 @@ func TestClosingLastSessionReleasesConnections(t *testing.T) {
 			mcp.AddTool(srv, &mcp.Tool{Name: "greet"}, func(ctx context.Context, req *mcp.CallToolRequest, in greetIn) (*mcp.CallToolResult, greetOut, error) {
 				return nil, greetOut{Greeting: "hello " + in.Name}, nil
 			})
-			w := &connWatch{allGone: make(chan struct{}, 1)}
+			w := &connstate.Counter{}
 			ts := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, tc.opts))
-			ts.Config.ConnState = w.state
+			ts.Config.ConnState = w.Hook
 			ts.Start()
 			t.Cleanup(ts.Close)
 
@@ -88,20 +56,15 @@ func TestClosingLastSessionReleasesConnections(t *testing.T) {
 			if err := s1.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			before, _ := w.counts()
+			before, _ := w.Counts()
 			call(s2) // s2 still holds the pool: the call reuses an idle connection
-			if dialed, _ := w.counts(); dialed != before {
+			if dialed, _ := w.Counts(); dialed != before {
 				t.Fatalf("closing one of two sessions closed the pool: %d connections dialed, %d before", dialed, before)
 			}
 			if err := s2.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case <-w.allGone:
-			case <-time.After(10 * time.Second):
-				_, open := w.counts()
-				t.Fatalf("%d connections still open 10 s after the client's last session closed", open)
-			}
+			w.WaitClosed(t, "the server after the client's last session closed", 10*time.Second)
 		})
 	}
 }

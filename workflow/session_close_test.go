@@ -2,16 +2,17 @@ package workflow_test
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentctl/agentctl/events"
+	"github.com/agentctl/agentctl/internal/connstate"
 	"github.com/agentctl/agentctl/internal/demoserver"
+	"github.com/agentctl/agentctl/internal/demoserver/demotest"
 	"github.com/agentctl/agentctl/internal/testkit"
 	"github.com/agentctl/agentctl/workflow"
 	"github.com/agentctl/agentctl/workflow/spec"
@@ -64,36 +65,9 @@ func TestRun_ReturnsWithHTTPSessionsClosed(t *testing.T) {
 func TestRun_LeavesNoConnectionOpen(t *testing.T) {
 	for _, pooled := range []bool{false, true} {
 		t.Run(map[bool]string{false: "own client", true: "pool"}[pooled], func(t *testing.T) {
-			s := demoserver.New(demoserver.Options{})
-			var mu sync.Mutex
-			accepted, open := 0, 0
-			gone := make(chan struct{}, 1)
-			hs := httptest.NewUnstartedServer(s.Handler())
-			hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-				mu.Lock()
-				defer mu.Unlock()
-				switch st {
-				case http.StateNew:
-					accepted++
-					open++
-				case http.StateClosed, http.StateHijacked:
-					if open--; open == 0 {
-						select {
-						case gone <- struct{}{}:
-						default:
-						}
-					}
-				}
-			}
-			hs.Start()
-			t.Cleanup(func() {
-				for ss := range s.MCPServer().Sessions() {
-					_ = ss.Close()
-				}
-				hs.CloseClientConnections()
-				hs.Close()
-			})
-			wf, err := spec.Parse("four.yaml", []byte(chains(hs.URL+"/mcp", 4, 2, "echo", "{message: m}")))
+			var conns connstate.Counter
+			_, url := demotest.StartCounted(t, demoserver.Options{}, &conns)
+			wf, err := spec.Parse("four.yaml", []byte(chains(url, 4, 2, "echo", "{message: m}")))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,9 +80,7 @@ func TestRun_LeavesNoConnectionOpen(t *testing.T) {
 			if err != nil || res.Err != nil {
 				t.Fatalf("run: %v %v", err, res.Err)
 			}
-			mu.Lock()
-			n, still := accepted, open
-			mu.Unlock()
+			n, still := conns.Counts()
 			if n == 0 {
 				t.Fatal("the server accepted no connection")
 			}
@@ -118,13 +90,7 @@ func TestRun_LeavesNoConnectionOpen(t *testing.T) {
 				}
 				runner.Sessions.Close()
 			}
-			select {
-			case <-gone:
-			case <-time.After(10 * time.Second):
-				mu.Lock()
-				defer mu.Unlock()
-				t.Fatalf("%d of the %d connections the server accepted still open 10 s after the run (pooled %v) ended", open, accepted, pooled)
-			}
+			conns.WaitClosed(t, fmt.Sprintf("the server once the run (pooled %v) ended", pooled), 10*time.Second)
 		})
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/connstate"
 	"github.com/agentctl/agentctl/transport/mcptest"
 )
 
@@ -41,52 +42,14 @@ type AS struct {
 	refresh  map[string][]string // live refresh token → scopes
 	next     int
 
-	conns connCount // the clients' connections to the AS
-}
-
-// connCount counts a server's open connections (net/http's ConnState).
-type connCount struct {
-	mu       sync.Mutex
-	accepted int
-	open     int
-	none     chan struct{} // signalled each time open drops to 0
-}
-
-func (c *connCount) state(_ net.Conn, st http.ConnState) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch st {
-	case http.StateNew:
-		c.accepted++
-		c.open++
-	case http.StateClosed, http.StateHijacked:
-		if c.open--; c.open == 0 {
-			select {
-			case c.none <- struct{}{}:
-			default:
-			}
-		}
-	}
+	conns connstate.Counter // the clients' connections to the AS
 }
 
 // WaitNoConnections fails tb unless every connection a client made to the
 // AS is closed within d; it reports how many the AS accepted in all.
 func (as *AS) WaitNoConnections(tb testing.TB, d time.Duration) int {
 	tb.Helper()
-	c := &as.conns
-	c.mu.Lock()
-	accepted, open := c.accepted, c.open
-	c.mu.Unlock()
-	if open > 0 {
-		select {
-		case <-c.none:
-		case <-time.After(d):
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			tb.Fatalf("oauthtest: %d of the %d connections to the AS still open after %v", c.open, c.accepted, d)
-		}
-	}
-	return accepted
+	return as.conns.WaitClosed(tb, "the AS", d)
 }
 
 // Request is one request the AS received.
@@ -106,8 +69,7 @@ type codeGrant struct {
 func NewAS(tb testing.TB) *AS {
 	tb.Helper()
 	as := &AS{codes: map[string]codeGrant{}, access: map[string][]string{}, refresh: map[string][]string{}}
-	as.conns.none = make(chan struct{}, 1)
-	as.URL = serveCounted(tb, http.HandlerFunc(as.serve), as.conns.state)
+	as.URL = serveCounted(tb, http.HandlerFunc(as.serve), as.conns.Hook)
 	u := as.URL
 	as.meta = map[string]any{
 		"issuer": u, "authorization_endpoint": u + "/authorize", "token_endpoint": u + "/token",
