@@ -337,6 +337,11 @@ func (c *Client) Connect(ctx context.Context, sink Sink) (*Session, error) {
 	}
 	sess, err := s.open(ctx, sink)
 	if err != nil {
+		if c.live.Load() == 0 && !c.injected {
+			// No session holds the pool: the failed handshake's
+			// connection would only wait out IdleConnTimeout.
+			c.http.CloseIdleConnections()
+		}
 		return nil, err
 	}
 	return c.hold(sess), nil

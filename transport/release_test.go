@@ -68,3 +68,24 @@ func TestClosingLastSessionReleasesConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedConnectReleasesConnections: a Connect that fails (here the
+// server answers initialize with 500) leaves no connection open when the
+// client has no session, as a run that cannot open its session discards
+// its client.
+func TestFailedConnectReleasesConnections(t *testing.T) {
+	w := &connstate.Counter{}
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		http.Error(rw, "down for maintenance", http.StatusInternalServerError)
+	}))
+	ts.Config.ConnState = w.Hook
+	ts.Start()
+	t.Cleanup(ts.Close)
+	c := newClient(t, ts.URL, nil)
+	if _, err := c.Connect(context.Background(), nil); err == nil {
+		t.Fatal("Connect succeeded against a server that answers 500")
+	}
+	if n := w.WaitClosed(t, "the server after the failed Connect", 10*time.Second); n == 0 {
+		t.Fatal("Connect made no connection")
+	}
+}
