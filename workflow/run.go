@@ -259,7 +259,10 @@ type runState struct {
 	// concurrency is how many tasks may be in flight at once.
 	concurrency int
 	// replay: the run answers from a recorded one; retries do not wait.
-	replay  bool
+	replay bool
+	// listing: the run lists a remote's tools (`mcp tools`), so its
+	// session.catalog records every tool whole (catalog_record.go).
+	listing bool
 	mu      sync.Mutex
 	remotes map[string]*remoteState // guarded by mu
 	conns   map[string]Conn         // guarded by mu

@@ -44,6 +44,7 @@ const listToolsTask = "tools"
 
 // listTools is the listing's one task, attempt n, then run.finished.
 func (rn *run) listTools(ctx context.Context, remote string, attempt int) (*Result, *transport.Catalog, error) {
+	rn.listing = true
 	stream := taskStream(listToolsTask, attempt)
 	if err := rn.append(events.Record{Stream: stream, Type: vocab.TypeTaskStarted, Payload: vocab.TaskStarted{TaskID: listToolsTask, Attempt: attempt, Server: remote, Action: "mcp.tools"}}); err != nil {
 		return nil, nil, err

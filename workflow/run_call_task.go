@@ -103,11 +103,7 @@ func (c *call) relist(ctx context.Context) error {
 	if err != nil {
 		return c.failDefinitive(ctx, fmt.Errorf("tools/list after notifications/tools/list_changed: %w", err))
 	}
-	rec := vocab.SessionCatalog{Remote: rs.name, Generation: rs.gen, TaskID: c.task.ID, CatalogDigest: cat.Digest(), Warnings: cat.Warnings}
-	for _, t := range cat.Tools {
-		rec.Tools = append(rec.Tools, vocab.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
-			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
-	}
+	rec := vocab.SessionCatalog{Remote: rs.name, Generation: rs.gen, TaskID: c.task.ID, CatalogDigest: cat.Digest(), Tools: rn.recordedTools(rs.name, toolInfos(cat)), Warnings: cat.Warnings}
 	rn.later(events.Record{Stream: sessionStream(rs.name, rs.gen), Type: vocab.TypeSessionCatalog, Payload: rec})
 	if rs.pool != nil {
 		rs.pool.retire() // the pool's catalog is stale: the next run opens anew

@@ -297,11 +297,7 @@ func (rn *run) openWith(ctx context.Context, remote, taskID string, attempt int,
 	if err != nil {
 		return nil, err
 	}
-	rec := vocab.SessionCatalog{Remote: remote, Generation: gen, TaskID: taskID, CatalogDigest: cat.Digest(), Warnings: cat.Warnings}
-	for _, t := range cat.Tools {
-		rec.Tools = append(rec.Tools, vocab.ToolInfo{Name: t.Name, Digest: t.Digest(), Title: t.Title, Description: t.Description,
-			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: t.Execution})
-	}
+	rec := vocab.SessionCatalog{Remote: remote, Generation: gen, TaskID: taskID, CatalogDigest: cat.Digest(), Tools: rn.recordedTools(remote, toolInfos(cat)), Warnings: cat.Warnings}
 	if err := rn.recordCatalog(rs, events.Record{Stream: sessionStream(remote, gen), Type: vocab.TypeSessionCatalog, Payload: rec}, deferCatalog); err != nil {
 		return nil, err
 	}

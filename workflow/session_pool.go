@@ -303,7 +303,7 @@ func (rn *run) borrow(ctx context.Context, e *pooledSession, remote, taskID stri
 		cat, tools, digest = e.catalog, e.tools, e.digest
 		p.mu.Unlock()
 	}
-	rec := vocab.SessionCatalog{Remote: remote, Generation: gen, TaskID: taskID, CatalogDigest: digest, Tools: tools, Warnings: cat.Warnings}
+	rec := vocab.SessionCatalog{Remote: remote, Generation: gen, TaskID: taskID, CatalogDigest: digest, Tools: rn.recordedTools(remote, tools), Warnings: cat.Warnings}
 	if err := rn.recordCatalog(rs, events.Record{Stream: stream, Type: vocab.TypeSessionCatalog, Payload: rec}, deferCatalog); err != nil {
 		return nil, err
 	}

@@ -161,7 +161,11 @@ type ToolInfo struct {
 	Execution    json.RawMessage `json:"execution,omitempty"`
 }
 
-// SessionCatalog records the tools/list result of a session.
+// SessionCatalog records the tools/list result of a session. Every tool is
+// listed with its digest; since session 20 only the tools the run's tasks
+// call on the remote (every tool, for a listing run) keep their schemas,
+// annotations and execution: the others' are in the tools/list response
+// frames, and their digests still hash to CatalogDigest.
 type SessionCatalog struct {
 	Remote        string     `json:"remote"`
 	Generation    int        `json:"generation"`
